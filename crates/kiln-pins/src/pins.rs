@@ -1,0 +1,251 @@
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::{ArchMatrix, PinsError};
+
+/// Pinned tool versions (`[workspace.metadata.kiln.toolchain]`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Toolchain {
+    /// cuda-toolkit meta-package version, e.g. "13.0.2".
+    pub cuda: String,
+    /// Exact nvcc release, e.g. "13.0.88".
+    pub nvcc: String,
+    /// cuobjdump / nvdisasm version for cross-checks.
+    pub cuda_tools: String,
+    pub clang_major: u32,
+    pub libclang_ng: String,
+    /// rust-overlay nightly date, "YYYY-MM-DD".
+    pub rust_nightly: String,
+    pub maturin: String,
+    /// cuDNN "major.minor".
+    pub cudnn: String,
+    /// NCCL "major.minor".
+    pub nccl: String,
+}
+
+impl Toolchain {
+    /// "13.0" from "13.0.2": the CUDA release (nvcc's `release 13.0`).
+    pub fn cuda_major_minor(&self) -> &str {
+        let mut dots = self.cuda.match_indices('.');
+        match dots.nth(1) {
+            Some((i, _)) => &self.cuda[..i],
+            None => &self.cuda,
+        }
+    }
+}
+
+/// A runtime library the wheel reaches, and the PyPI wheel that carries it.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct RuntimeLib {
+    /// PyPI distribution name, e.g. "nvidia-cudnn-cu13".
+    pub wheel: String,
+    pub version: String,
+    /// Where the wheel puts its libraries, relative to site-packages.
+    pub lib_dir: String,
+    pub sonames: Vec<String>,
+}
+
+impl RuntimeLib {
+    /// The Requires-Dist line for this library: `nvidia-cudnn-cu13==9.27.0.42`.
+    pub fn requirement(&self) -> String {
+        format!("{}=={}", self.wheel, self.version)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct RawKiln {
+    archs: Vec<String>,
+    min_driver: String,
+    toolchain: Toolchain,
+    #[serde(default)]
+    runtime: BTreeMap<String, RuntimeLib>,
+}
+
+/// Everything in `[workspace.metadata.kiln]`, validated.
+#[derive(Debug, Clone)]
+pub struct Pins {
+    /// The Cargo.toml it came from.
+    pub manifest: PathBuf,
+    pub matrix: ArchMatrix,
+    /// Oldest supported driver major version (e.g. 580).
+    pub min_driver: u32,
+    pub toolchain: Toolchain,
+    /// Keyed by short name: "cudart", "cublas", "cudnn", "nccl".
+    pub runtime: BTreeMap<String, RuntimeLib>,
+}
+
+impl Pins {
+    /// Reads the pins from a workspace Cargo.toml.
+    pub fn load(manifest: &Path) -> Result<Pins, PinsError> {
+        let text = std::fs::read_to_string(manifest).map_err(|source| PinsError::Read {
+            path: manifest.to_path_buf(),
+            source,
+        })?;
+        Pins::parse(&text, manifest)
+    }
+
+    /// Finds the workspace Cargo.toml above `start` and reads it.
+    pub fn discover(start: &Path) -> Result<Pins, PinsError> {
+        Pins::load(&find_workspace_manifest(start)?)
+    }
+
+    pub fn parse(text: &str, manifest: &Path) -> Result<Pins, PinsError> {
+        let doc: toml::Table = toml::from_str(text).map_err(|e| PinsError::Toml {
+            path: manifest.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let table = doc
+            .get("workspace")
+            .and_then(|w| w.get("metadata"))
+            .and_then(|m| m.get("kiln"))
+            .cloned()
+            .ok_or_else(|| PinsError::MissingTable { path: manifest.to_path_buf() })?;
+        let raw: RawKiln = table.try_into().map_err(|e: toml::de::Error| PinsError::Invalid(e.message().to_string()))?;
+        let matrix = ArchMatrix::parse(&raw.archs)?;
+        let min_driver = raw.min_driver.parse::<u32>().map_err(|_| {
+            PinsError::Invalid(format!("min-driver {:?} is not a driver major version such as \"580\"", raw.min_driver))
+        })?;
+        if crate::max_ptx_isa_for_driver(min_driver).is_none() {
+            return Err(PinsError::Invalid(format!("min-driver {min_driver} predates CUDA 12; kiln cannot target it")));
+        }
+        validate_date(&raw.toolchain.rust_nightly)?;
+        for (field, value) in [
+            ("cuda", &raw.toolchain.cuda),
+            ("nvcc", &raw.toolchain.nvcc),
+            ("cuda-tools", &raw.toolchain.cuda_tools),
+            ("libclang-ng", &raw.toolchain.libclang_ng),
+            ("maturin", &raw.toolchain.maturin),
+            ("cudnn", &raw.toolchain.cudnn),
+            ("nccl", &raw.toolchain.nccl),
+        ] {
+            validate_version(field, value)?;
+        }
+        if !raw.toolchain.nvcc.starts_with(&format!("{}.", raw.toolchain.cuda_major_minor())) {
+            return Err(PinsError::Invalid(format!(
+                "toolchain.nvcc {} does not belong to CUDA {}",
+                raw.toolchain.nvcc, raw.toolchain.cuda
+            )));
+        }
+        if !raw.toolchain.libclang_ng.starts_with(&format!("{}.", raw.toolchain.clang_major)) {
+            return Err(PinsError::Invalid(format!(
+                "toolchain.libclang-ng {} is not clang {}",
+                raw.toolchain.libclang_ng, raw.toolchain.clang_major
+            )));
+        }
+        for (name, lib) in &raw.runtime {
+            validate_version(&format!("runtime.{name}.version"), &lib.version)?;
+            if lib.sonames.is_empty() {
+                return Err(PinsError::Invalid(format!("runtime.{name}.sonames is empty")));
+            }
+        }
+        Ok(Pins {
+            manifest: manifest.to_path_buf(),
+            matrix,
+            min_driver,
+            toolchain: raw.toolchain,
+            runtime: raw.runtime,
+        })
+    }
+
+    /// The workspace root (the directory holding the manifest).
+    pub fn root(&self) -> &Path {
+        self.manifest.parent().unwrap_or(Path::new("."))
+    }
+
+    /// The PTX ISA ceiling implied by `min-driver`.
+    pub fn max_ptx_isa(&self) -> (u32, u32) {
+        crate::max_ptx_isa_for_driver(self.min_driver).expect("validated in parse").ptx_isa
+    }
+
+    /// The runtime library whose wheel ships `soname`, if any.
+    pub fn runtime_for_soname(&self, soname: &str) -> Option<(&str, &RuntimeLib)> {
+        self.runtime
+            .iter()
+            .find(|(_, lib)| lib.sonames.iter().any(|s| s == soname))
+            .map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+fn validate_version(field: &str, value: &str) -> Result<(), PinsError> {
+    let ok = !value.is_empty()
+        && value.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if ok {
+        Ok(())
+    } else {
+        Err(PinsError::Invalid(format!("{field} = {value:?} is not a dotted version like \"13.0.2\"")))
+    }
+}
+
+fn validate_date(value: &str) -> Result<(), PinsError> {
+    let parts: Vec<&str> = value.split('-').collect();
+    let ok = parts.len() == 3
+        && [4, 2, 2].iter().zip(&parts).all(|(n, p)| p.len() == *n && p.bytes().all(|b| b.is_ascii_digit()));
+    if ok {
+        Ok(())
+    } else {
+        Err(PinsError::Invalid(format!("toolchain.rust-nightly = {value:?} is not a date YYYY-MM-DD")))
+    }
+}
+
+/// The nearest Cargo.toml at or above `start` that holds `[workspace.metadata.kiln]`.
+pub fn find_workspace_manifest(start: &Path) -> Result<PathBuf, PinsError> {
+    let mut dir = Some(start);
+    while let Some(d) = dir {
+        let candidate = d.join("Cargo.toml");
+        if let Ok(text) = std::fs::read_to_string(&candidate) {
+            if text.contains("[workspace.metadata.kiln]") {
+                return Ok(candidate);
+            }
+        }
+        dir = d.parent();
+    }
+    Err(PinsError::NoWorkspace(start.to_path_buf()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace_toml() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml")).unwrap()
+    }
+
+    #[test]
+    fn reads_the_real_workspace() {
+        let pins = Pins::parse(&workspace_toml(), Path::new("Cargo.toml")).unwrap();
+        assert_eq!(pins.toolchain.cuda_major_minor(), "13.0");
+        assert!(pins.matrix.targets().len() >= 2);
+        assert!(pins.runtime.contains_key("cudnn"));
+        assert_eq!(pins.max_ptx_isa(), crate::max_ptx_isa_for_driver(pins.min_driver).unwrap().ptx_isa);
+    }
+
+    #[test]
+    fn malformed_matrix_entry_is_a_clear_error() {
+        let text = workspace_toml().replacen("archs = [", "archs = [\"9.1\", ", 1);
+        let e = Pins::parse(&text, Path::new("Cargo.toml")).unwrap_err().to_string();
+        assert!(e.contains("\"9.1\"") && e.contains("not a compute capability"), "{e}");
+    }
+
+    #[test]
+    fn missing_table_and_unknown_keys() {
+        let e = Pins::parse("[workspace]\n", Path::new("x/Cargo.toml")).unwrap_err().to_string();
+        assert!(e.contains("[workspace.metadata.kiln] is missing"), "{e}");
+        let text = workspace_toml().replacen("min-driver =", "min-drivr = \"1\"\nmin-driver =", 1);
+        let e = Pins::parse(&text, Path::new("Cargo.toml")).unwrap_err().to_string();
+        assert!(e.contains("min-drivr"), "{e}");
+    }
+
+    #[test]
+    fn bad_versions_are_rejected() {
+        let text = workspace_toml().replacen("rust-nightly = \"", "rust-nightly = \"x", 1);
+        assert!(Pins::parse(&text, Path::new("C")).is_err());
+        let text = workspace_toml().replacen("nvcc = \"13.0.88\"", "nvcc = \"12.9.1\"", 1);
+        let e = Pins::parse(&text, Path::new("C")).unwrap_err().to_string();
+        assert!(e.contains("does not belong to CUDA"), "{e}");
+    }
+}
