@@ -1,0 +1,121 @@
+# `crane.mkLib pkgs` of the crane double: the functions kiln calls, with crane's argument
+# patterns (an argument crane requires is required here; crane passes unknown arguments on to
+# mkDerivation, and so does this double).
+{ pkgs }:
+let
+  inherit (pkgs) lib;
+
+  mkScope = toolchain: rec {
+    overrideToolchain = t: mkScope (if builtins.isFunction t then t pkgs else t);
+
+    fileset = {
+      # Cargo.toml, Cargo.lock, .cargo/config.toml and *.rs under `path` (the element format of
+      # the nixpkgs double's lib.fileset).
+      commonCargoSources = path: {
+        _type = "fileset";
+        elements = [{
+          inherit path;
+          keep = p: lib.hasSuffix ".rs" p || lib.hasSuffix "/Cargo.toml" p || lib.hasSuffix "/Cargo.lock" p
+            || lib.hasSuffix "/config.toml" p || lib.hasSuffix "/config" p;
+        }];
+      };
+    };
+
+    mkCargoDerivation =
+      args@{ cargoArtifacts
+      , buildPhaseCargoCommand
+      , checkPhaseCargoCommand ? ""
+      , installPhaseCommand ? "mkdir -p $out"
+      , ...
+      }:
+      if toolchain == null then throw "crane double: no toolchain (call overrideToolchain)"
+      else if !(args ? src) then throw "crane double: `src` is required"
+      else
+        pkgs.stdenv.mkDerivation (builtins.removeAttrs args [ "pnameSuffix" "installPhaseCommand" "buildPhaseCargoCommand" "checkPhaseCargoCommand" ] // {
+          pname = "${args.pname}${args.pnameSuffix or ""}";
+          inherit (args) version;
+          inherit cargoArtifacts buildPhaseCargoCommand checkPhaseCargoCommand installPhaseCommand;
+          doInstallCargoArtifacts = args.doInstallCargoArtifacts or true;
+          nativeBuildInputs = (args.nativeBuildInputs or [ ]) ++ [ toolchain pkgs.rsync pkgs.zstd ];
+        });
+
+    buildDepsOnly =
+      { cargoBuildCommand ? "cargoWithProfile build"
+      , cargoCheckCommand ? "cargoWithProfile check"
+      , cargoExtraArgs ? "--locked"
+      , cargoBuildExtraArgs ? ""
+      , cargoTestCommand ? "cargoWithProfile test"
+      , cargoTestExtraArgs ? "--no-run"
+      , ...
+      }@args:
+      mkCargoDerivation (builtins.removeAttrs args [ "cargoBuildCommand" "cargoCheckCommand" "cargoExtraArgs" "cargoBuildExtraArgs" "cargoTestCommand" "cargoTestExtraArgs" ] // {
+        pnameSuffix = "-deps";
+        cargoArtifacts = null;
+        buildPhaseCargoCommand = "${cargoCheckCommand} ${cargoExtraArgs}; ${cargoBuildCommand} ${cargoExtraArgs} ${cargoBuildExtraArgs}; ${cargoTestCommand} ${cargoExtraArgs} ${cargoTestExtraArgs}";
+      });
+
+    buildPackage =
+      { cargoBuildCommand ? "cargoWithProfile build"
+      , cargoExtraArgs ? "--locked"
+      , cargoBuildExtraArgs ? ""
+      , cargoTestCommand ? "cargoWithProfile test"
+      , cargoTestExtraArgs ? ""
+      , ...
+      }@args:
+      mkCargoDerivation (builtins.removeAttrs args [ "cargoBuildCommand" "cargoExtraArgs" "cargoBuildExtraArgs" "cargoTestCommand" "cargoTestExtraArgs" ] // {
+        cargoArtifacts = args.cargoArtifacts or (buildDepsOnly args);
+        doInstallCargoArtifacts = args.doInstallCargoArtifacts or false;
+        buildPhaseCargoCommand = args.buildPhaseCargoCommand or "${cargoBuildCommand} ${cargoExtraArgs} ${cargoBuildExtraArgs}";
+        checkPhaseCargoCommand = args.checkPhaseCargoCommand or "${cargoTestCommand} ${cargoExtraArgs} ${cargoTestExtraArgs}";
+      });
+
+    cargoClippy =
+      { cargoArtifacts
+      , cargoClippyExtraArgs ? "--all-targets"
+      , cargoExtraArgs ? "--locked"
+      , ...
+      }@origArgs:
+      mkCargoDerivation (builtins.removeAttrs origArgs [ "cargoClippyExtraArgs" "cargoExtraArgs" ] // {
+        inherit cargoArtifacts;
+        pnameSuffix = "-clippy";
+        buildPhaseCargoCommand = "cargoWithProfile clippy ${cargoExtraArgs} ${cargoClippyExtraArgs}";
+      });
+
+    cargoFmt =
+      { cargoExtraArgs ? ""
+      , rustFmtExtraArgs ? ""
+      , ...
+      }@origArgs:
+      mkCargoDerivation (builtins.removeAttrs origArgs [ "cargoExtraArgs" "rustFmtExtraArgs" ] // {
+        cargoArtifacts = null;
+        cargoVendorDir = null;
+        pnameSuffix = "-fmt";
+        buildPhaseCargoCommand = "cargo fmt ${cargoExtraArgs} -- --check ${rustFmtExtraArgs}";
+      });
+
+    cargoNextest =
+      { cargoArtifacts
+      , cargoExtraArgs ? ""
+      , cargoLlvmCovExtraArgs ? "--lcov --output-path $out/coverage"
+      , cargoNextestExtraArgs ? ""
+      , cargoNextestArchiveExtraArgs ? ""
+      , cargoNextestPartitionsExtraArgs ? ""
+      , doInstallCargoArtifacts ? true
+      , partitions ? 1
+      , partitionType ? "count"
+      , withLlvmCov ? false
+      , ...
+      }@origArgs:
+      if partitions < 1 then throw "crane double: partitions must be at least 1"
+      else if !(builtins.elem partitionType [ "count" "hash" ]) then throw "crane double: unknown partitionType ${partitionType}"
+      else
+        mkCargoDerivation (builtins.removeAttrs origArgs [ "cargoExtraArgs" "cargoLlvmCovExtraArgs" "cargoNextestExtraArgs" "cargoNextestPartitionsExtraArgs" "partitions" "partitionType" "withLlvmCov" ] // {
+          inherit cargoArtifacts doInstallCargoArtifacts;
+          pnameSuffix = "-nextest";
+          nativeBuildInputs = (origArgs.nativeBuildInputs or [ ]) ++ [ pkgs.cargo-nextest ];
+          buildPhaseCargoCommand = "cargo ${if withLlvmCov then "llvm-cov nextest ${cargoLlvmCovExtraArgs}" else "nextest run"} ${cargoExtraArgs} ${cargoNextestExtraArgs} ${cargoNextestArchiveExtraArgs} ${cargoNextestPartitionsExtraArgs}";
+          env = (origArgs.env or { }) // { NEXTEST_SHOW_PROGRESS = "counter"; };
+        });
+  };
+in
+mkScope null

@@ -1,0 +1,62 @@
+{
+  description = "kiln: a reproducible Rust + CUDA toolchain, its crates, and a wheel that is audited before it ships";
+
+  inputs = {
+    # nixpkgs-unstable of 2026-08-03. The revision and its narHash are the ones ipetkov/crane's
+    # own public lock file pins: https://github.com/ipetkov/crane/blob/2c71e194474d13de031d729b729c968ddbe3507f/test/flake.lock
+    # (node "nixpkgs", lastModified 1785747939). It has cudaPackages_13_0 (cuDNN 9.27),
+    # llvmPackages_21, and crane's minimum (nixpkgs 26.05).
+    nixpkgs.url = "github:NixOS/nixpkgs/104240a772428cc2e20d8fd86c9ddbb886bbaff2";
+    crane.url = "github:ipetkov/crane";
+    rust-overlay = {
+      url = "github:oxalica/rust-overlay";
+      inputs.nixpkgs.follows = "nixpkgs";
+    };
+  };
+
+  outputs = { nixpkgs, crane, rust-overlay, ... }:
+    let
+      root = ./.;
+      pins = import ./nix/pins.nix { cargoToml = ./Cargo.toml; };
+      systems = [ "x86_64-linux" "aarch64-linux" ];
+      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f (import ./nix/pkgs.nix { inherit nixpkgs rust-overlay pins; } system));
+
+      perSystem = pkgs: rec {
+        toolchain = import ./nix/toolchain.nix { inherit pkgs pins; };
+        cuda = import ./nix/cuda.nix { inherit pkgs pins; };
+        crates = import ./nix/crates.nix { inherit pkgs crane toolchain cuda root; };
+        wheel = import ./nix/wheel.nix { inherit pkgs pins crates; };
+        driverHook = import ./nix/driver.nix { };
+      };
+    in
+    {
+      packages = forAllSystems (pkgs:
+        let s = perSystem pkgs; in {
+          inherit (s.crates) kiln kernels;
+          inherit (s) wheel;
+          default = s.crates.kiln;
+        });
+
+      devShells = forAllSystems (pkgs:
+        let s = perSystem pkgs; in {
+          default = import ./nix/shell.nix { inherit pkgs; inherit (s) toolchain cuda driverHook; };
+        });
+
+      checks = forAllSystems (pkgs:
+        let s = perSystem pkgs; in {
+          clippy = import ./nix/checks/clippy.nix { inherit (s) crates; };
+          rustfmt = import ./nix/checks/rustfmt.nix { inherit (s) crates; };
+          nextest = import ./nix/checks/nextest.nix { inherit (s) crates; };
+          audit = import ./nix/checks/audit.nix {
+            inherit pkgs root;
+            inherit (s) wheel;
+            kiln = s.crates.kiln;
+          };
+        });
+
+      formatter = forAllSystems (pkgs: import ./nix/formatter.nix {
+        inherit pkgs;
+        inherit (perSystem pkgs) toolchain;
+      });
+    };
+}

@@ -1,0 +1,9 @@
+# The workspace's tests under cargo-nextest (no GPU in the build sandbox: GPU tests skip
+# themselves when no driver is present).
+{ crates }:
+crates.craneLib.cargoNextest (crates.commonArgs // {
+  inherit (crates) cargoArtifacts;
+  cargoNextestExtraArgs = "--workspace --no-tests=warn";
+  partitions = 1;
+  partitionType = "count";
+})

@@ -1,0 +1,64 @@
+# The workspace built with crane: one dependency-only build shared by every package and check,
+# then the `kiln` CLI and the kernels on top of it.
+{ pkgs, crane, toolchain, cuda, root }:
+let
+  inherit (pkgs) lib;
+  craneLib = (crane.mkLib pkgs).overrideToolchain toolchain.rust;
+
+  # Cargo sources plus what the build scripts read: the CUDA kernels and their headers, and the
+  # wheel's pyproject.toml.
+  src = lib.fileset.toSource {
+    inherit root;
+    fileset = lib.fileset.unions [
+      (craneLib.fileset.commonCargoSources root)
+      (lib.fileset.maybeMissing (root + "/kernels"))
+      (lib.fileset.maybeMissing (root + "/crates/kiln-py/pyproject.toml"))
+      (lib.fileset.maybeMissing (root + "/crates/kiln-py/python"))
+    ];
+  };
+
+  # What every cargo invocation needs: nvcc and the toolkit (CUDA_HOME), libclang 21 for
+  # bindgen, and the pinned versions so kiln-build can refuse anything else.
+  commonArgs = {
+    inherit src;
+    pname = "kiln";
+    version = "0.1.0";
+    strictDeps = true;
+    nativeBuildInputs = [ cuda.home pkgs.python3 ];
+    buildInputs = [ cuda.cudnn cuda.nccl ];
+    CUDA_HOME = cuda.home;
+    CUDA_PATH = cuda.home;
+    LIBCLANG_PATH = toolchain.libclangPath;
+    BINDGEN_EXTRA_CLANG_ARGS = "-resource-dir=${toolchain.clangResourceDir}";
+    preBuild = ''
+      export BINDGEN_EXTRA_CLANG_ARGS="$BINDGEN_EXTRA_CLANG_ARGS $(< ${toolchain.libcCflagsFile})"
+    '';
+  };
+
+  cargoArtifacts = craneLib.buildDepsOnly commonArgs;
+in
+{
+  inherit craneLib src commonArgs cargoArtifacts;
+
+  kiln = craneLib.buildPackage (commonArgs // {
+    inherit cargoArtifacts;
+    pname = "kiln-cli";
+    cargoExtraArgs = "--locked -p kiln";
+    doCheck = false;
+    meta.mainProgram = "kiln";
+  });
+
+  # The fatbin(s) and the build manifest that kiln-kernels' build script writes to OUT_DIR.
+  kernels = craneLib.mkCargoDerivation (commonArgs // {
+    inherit cargoArtifacts;
+    pname = "kiln-kernels";
+    doInstallCargoArtifacts = false;
+    buildPhaseCargoCommand = "cargo build --release --locked -p kiln-kernels";
+    installPhaseCommand = ''
+      mkdir -p $out/share/kiln/kernels
+      find target/release/build -path '*/kiln-kernels-*/out/*' -type f \
+        \( -name '*.fatbin' -o -name '*.json' -o -name '*.rs' \) \
+        -exec cp -t $out/share/kiln/kernels {} +
+    '';
+  });
+}

@@ -1,0 +1,26 @@
+# The pins and the arch matrix, read from Cargo.toml `[workspace.metadata.kiln]` — the single
+# source of truth that `cargo xtask bootstrap`, kiln-build and `kiln audit` read as well.
+# Nothing here restates a version: every value is derived from that table.
+{ cargoToml }:
+let
+  kiln = (builtins.fromTOML (builtins.readFile cargoToml)).workspace.metadata.kiln;
+  tc = kiln.toolchain;
+  need = name: tc.${name} or (throw "kiln: Cargo.toml [workspace.metadata.kiln.toolchain] has no `${name}`");
+  majorMinor = v: builtins.concatStringsSep "." (builtins.genList (builtins.elemAt (builtins.splitVersion v)) 2);
+in
+{
+  inherit (kiln) archs;
+  minDriver = kiln.min-driver;
+  runtime = kiln.runtime or { };
+  cuda = need "cuda";
+  cudaMajorMinor = majorMinor (need "cuda");
+  # nixpkgs names its CUDA sets by major.minor: 13.0.2 -> cudaPackages_13_0.
+  cudaPackagesAttr = "cudaPackages_" + builtins.replaceStrings [ "." ] [ "_" ] (majorMinor (need "cuda"));
+  nvcc = need "nvcc";
+  clangMajor = toString (need "clang-major");
+  llvmPackagesAttr = "llvmPackages_${toString (need "clang-major")}";
+  nightly = need "rust-nightly";
+  maturin = need "maturin";
+  cudnn = need "cudnn";
+  nccl = need "nccl";
+}

@@ -1,0 +1,28 @@
+# The dev shell: the pinned toolchain, the variables bindgen and nvcc need, and the host's
+# driver found at entry (never the toolkit's stub).
+{ pkgs, toolchain, cuda, driverHook }:
+pkgs.mkShell {
+  name = "kiln";
+  packages = [
+    toolchain.rust
+    toolchain.llvm.clang
+    cuda.home
+    pkgs.maturin
+    pkgs.cargo-nextest
+    pkgs.python3
+    pkgs.zig
+    pkgs.nixpkgs-fmt
+  ];
+  buildInputs = [ cuda.cudnn cuda.nccl ];
+
+  LIBCLANG_PATH = toolchain.libclangPath;
+  BINDGEN_EXTRA_CLANG_ARGS = "-resource-dir=${toolchain.clangResourceDir}";
+  CUDA_HOME = cuda.home;
+  CUDA_PATH = cuda.home;
+  KILN_CUDNN_LIB = "${pkgs.lib.getLib cuda.cudnn}/lib";
+  KILN_NCCL_LIB = "${pkgs.lib.getLib cuda.nccl}/lib";
+
+  shellHook = ''
+    export BINDGEN_EXTRA_CLANG_ARGS="$BINDGEN_EXTRA_CLANG_ARGS $(< ${toolchain.libcCflagsFile})"
+  '' + driverHook;
+}

@@ -1,0 +1,29 @@
+# The pinned compilers: the Rust nightly from rust-overlay and clang/libclang from nixpkgs.
+{ pkgs, pins }:
+let
+  inherit (pkgs) lib;
+  nightlies = pkgs.rust-bin.nightly;
+  rust =
+    if nightlies ? ${pins.nightly} then
+      nightlies.${pins.nightly}.default.override
+        {
+          extensions = [ "rust-src" "clippy" "rustfmt" ];
+        }
+    else
+      throw "kiln: rust-nightly = \"${pins.nightly}\" (Cargo.toml [workspace.metadata.kiln.toolchain]) is not in the locked rust-overlay; pick a date its manifests/nightly/ lists, or update the rust-overlay input (nix flake update rust-overlay)";
+
+  llvm =
+    pkgs.${pins.llvmPackagesAttr}
+      or (throw "kiln: clang-major = ${pins.clangMajor} wants ${pins.llvmPackagesAttr}, which the locked nixpkgs lacks");
+  libclang =
+    if lib.versions.major llvm.libclang.version == pins.clangMajor then llvm.libclang
+    else throw "kiln: ${pins.llvmPackagesAttr}.libclang is ${llvm.libclang.version}, not clang ${pins.clangMajor}";
+in
+{
+  inherit rust llvm libclang;
+  # bindgen: libclang itself, and the resource dir that belongs to it (its own stddef.h & co).
+  libclangPath = "${libclang.lib}/lib";
+  clangResourceDir = "${llvm.clang}/resource-root";
+  # The C library headers the wrapped clang would use; read at build time from the wrapper.
+  libcCflagsFile = "${llvm.clang}/nix-support/libc-cflags";
+}
