@@ -64,6 +64,8 @@ struct RawKiln {
     toolchain: Toolchain,
     #[serde(default)]
     runtime: BTreeMap<String, RuntimeLib>,
+    #[serde(default)]
+    test_tools: BTreeMap<String, String>,
 }
 
 /// Everything in `[workspace.metadata.kiln]`, validated.
@@ -77,6 +79,8 @@ pub struct Pins {
     pub toolchain: Toolchain,
     /// Keyed by short name: "cudart", "cublas", "cudnn", "nccl".
     pub runtime: BTreeMap<String, RuntimeLib>,
+    /// PyPI tools for checks and benchmarks: name -> exact version.
+    pub test_tools: BTreeMap<String, String>,
 }
 
 impl Pins {
@@ -137,6 +141,9 @@ impl Pins {
                 raw.toolchain.libclang_ng, raw.toolchain.clang_major
             )));
         }
+        for (name, version) in &raw.test_tools {
+            validate_version(&format!("test-tools.{name}"), version)?;
+        }
         for (name, lib) in &raw.runtime {
             validate_version(&format!("runtime.{name}.version"), &lib.version)?;
             if lib.sonames.is_empty() {
@@ -149,6 +156,7 @@ impl Pins {
             min_driver,
             toolchain: raw.toolchain,
             runtime: raw.runtime,
+            test_tools: raw.test_tools,
         })
     }
 

@@ -1,0 +1,312 @@
+//! The orchestration: preflight, plan, compile, link, combine, describe.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use kiln_pins::{Pins, Target};
+
+use crate::cache::Cache;
+use crate::error::{io, BuildError};
+use crate::jobs::{CompileJob, LinkJob, Outcome};
+use kiln_manifest::Manifest;
+
+use crate::manifest;
+use crate::report::{self, Summary};
+use crate::toolkit::{self, Toolkit};
+use crate::{abi, deps, fatbin, pool};
+
+/// Flags every nvcc job gets. No `-lineinfo`/`-G`: they embed source paths and break
+/// byte-identical rebuilds.
+const BASE_FLAGS: &[&str] = &["-std=c++17", "-O3"];
+
+/// Files a kernel build writes into its output directory.
+#[derive(Debug, Clone)]
+pub struct BuildOutput {
+    pub fatbin: PathBuf,
+    pub manifest_path: PathBuf,
+    pub abi: Option<PathBuf>,
+    pub manifest: Manifest,
+    pub summary: Summary,
+}
+
+pub struct KernelBuild {
+    pins: Pins,
+    kernels_dir: PathBuf,
+    out_dir: PathBuf,
+    cache_dir: PathBuf,
+    /// Print `cargo:` directives (only inside a build script).
+    cargo: bool,
+    bindgen: bool,
+    progress: bool,
+    client: jobserver::Client,
+    env: Box<dyn Fn(&str) -> Option<OsString> + Send + Sync>,
+}
+
+impl KernelBuild {
+    /// For `build.rs`: pins from the workspace above CARGO_MANIFEST_DIR, sources from its
+    /// `kernels/`, outputs in OUT_DIR, cargo's jobserver.
+    pub fn for_build_script() -> Result<KernelBuild, BuildError> {
+        let var = |k: &str| std::env::var_os(k).ok_or_else(|| BuildError::Env(format!("{k} is not set (not in a build script?)")));
+        let manifest_dir = PathBuf::from(var("CARGO_MANIFEST_DIR")?);
+        let out_dir = PathBuf::from(var("OUT_DIR")?);
+        let pins = Pins::discover(&manifest_dir)?;
+        let kernels = pins.root().join("kernels");
+        let mut b = KernelBuild::new(pins, kernels, out_dir.clone());
+        b.cache_dir = shared_cache_dir(&out_dir);
+        b.cargo = true;
+        Ok(b)
+    }
+
+    /// A build of `kernels_dir` into `out_dir` (cache inside it unless [`Self::cache_dir`]).
+    pub fn new(pins: Pins, kernels_dir: PathBuf, out_dir: PathBuf) -> KernelBuild {
+        KernelBuild {
+            pins,
+            cache_dir: out_dir.join("kernel-cache"),
+            kernels_dir,
+            out_dir,
+            cargo: false,
+            bindgen: true,
+            progress: true,
+            client: pool::client_from_env_or_cpus(),
+            env: Box::new(|k| std::env::var_os(k)),
+        }
+    }
+
+    pub fn cache_dir(mut self, dir: PathBuf) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    pub fn bindgen(mut self, on: bool) -> Self {
+        self.bindgen = on;
+        self
+    }
+
+    pub fn progress(mut self, on: bool) -> Self {
+        self.progress = on;
+        self
+    }
+
+    /// Replaces the environment nvcc is located from (tests).
+    pub fn env(mut self, env: impl Fn(&str) -> Option<OsString> + Send + Sync + 'static) -> Self {
+        self.env = Box::new(env);
+        self
+    }
+
+    pub fn jobserver(mut self, client: jobserver::Client) -> Self {
+        self.client = client;
+        self
+    }
+
+    pub fn run(self) -> Result<BuildOutput, BuildError> {
+        let started = Instant::now();
+        let include_dir = self.kernels_dir.join("include");
+        if self.cargo {
+            self.emit_rerun_directives();
+        }
+
+        // Preflight: seconds, before any compile.
+        let nvcc = toolkit::locate(&*self.env, self.pins.root())?;
+        let tk = toolkit::preflight(&nvcc, &self.pins)?;
+        let sources = sources(&self.kernels_dir)?;
+        let flags = flags(&include_dir);
+        let cache = Cache::new(self.cache_dir.clone())?;
+        std::fs::create_dir_all(&self.out_dir).map_err(io(format!("creating {}", self.out_dir.display())))?;
+
+        // Which project headers each source reads (part of its cache key).
+        let header_sets = pool::run(
+            &sources,
+            &self.client,
+            |s| deps::project_headers(&tk.nvcc, s, &flags, &self.kernels_dir),
+            |_, _| {},
+        );
+        let targets = self.pins.matrix.targets();
+        let mut compile_jobs = Vec::new();
+        for (source, headers) in sources.iter().zip(header_sets) {
+            let headers = headers?;
+            if self.cargo {
+                for h in &headers {
+                    println!("cargo:rerun-if-changed={}", h.display());
+                }
+            }
+            let name = source.strip_prefix(&self.kernels_dir).unwrap_or(source).display().to_string();
+            for t in &targets {
+                compile_jobs.push(CompileJob::new(source, &name, headers.clone(), *t, &flags, &tk, &self.kernels_dir)?);
+            }
+        }
+
+        let compiled = self.run_compiles(&tk, &flags, &cache, &compile_jobs)?;
+        let link_jobs: Vec<LinkJob> = targets
+            .iter()
+            .map(|t| {
+                let inputs = compile_jobs
+                    .iter()
+                    .zip(&compiled)
+                    .filter(|(j, _)| j.target == *t)
+                    .map(|(j, o)| (j.key.clone(), o.output.clone()))
+                    .collect();
+                LinkJob::new(*t, inputs, &tk)
+            })
+            .collect();
+        let linked = self.run_links(&tk, &cache, &link_jobs)?;
+
+        // What each linked output really holds.
+        let names = sources
+            .iter()
+            .map(|s| s.strip_prefix(&self.kernels_dir).unwrap_or(s).display().to_string())
+            .collect();
+        let mut manifest = manifest::new(&self.pins, &tk.version, &flags_for_manifest(&flags), names);
+        for (job, out) in link_jobs.iter().zip(&linked) {
+            manifest::add_output(&mut manifest, job.target, &out.output)?;
+        }
+        let gaps = manifest.gaps();
+        if !gaps.is_empty() {
+            let list: Vec<String> = gaps.iter().map(|(t, k)| format!("{k} missing for {t}")).collect();
+            return Err(BuildError::BadOutput {
+                source_file: self.kernels_dir.clone(),
+                output: "fatbin".into(),
+                message: format!("not every kernel was built for every target: {}", list.join("; ")),
+            });
+        }
+
+        let fatbin_path = self.out_dir.join("kernels.fatbin");
+        let pairs: Vec<(LinkJob, PathBuf)> =
+            link_jobs.iter().cloned().zip(linked.iter().map(|o| o.output.clone())).collect();
+        fatbin::combine(&tk, &pairs, &fatbin_path)?;
+        let manifest_path = self.out_dir.join("kernels.manifest.json");
+        std::fs::write(&manifest_path, manifest.to_json()).map_err(io("writing the manifest"))?;
+
+        let abi = if self.bindgen {
+            let out = self.out_dir.join("kiln_abi.rs");
+            abi::generate(&self.pins, &include_dir, &out)?;
+            Some(out)
+        } else {
+            None
+        };
+
+        let summary = Summary {
+            sources: sources.len(),
+            targets: targets.iter().map(Target::name).collect(),
+            compile_jobs: compile_jobs.len(),
+            compiled: compiled.iter().filter(|o| !o.cached).count(),
+            cached: compiled.iter().filter(|o| o.cached).count(),
+            link_jobs: link_jobs.len(),
+            linked: linked.iter().filter(|o| !o.cached).count(),
+            wall_seconds: started.elapsed().as_secs_f64(),
+            fatbin_bytes: std::fs::metadata(&fatbin_path).map(|m| m.len()).unwrap_or(0),
+        };
+        std::fs::write(self.out_dir.join("kernels.summary.json"), serde_json::to_string_pretty(&summary).unwrap())
+            .map_err(io("writing the summary"))?;
+        if self.progress {
+            eprintln!("{summary}");
+        }
+        if self.cargo {
+            println!("cargo:warning={summary}");
+        }
+        Ok(BuildOutput { fatbin: fatbin_path, manifest_path, abi, manifest, summary })
+    }
+
+    fn run_compiles(&self, tk: &Toolkit, flags: &[String], cache: &Cache, jobs: &[CompileJob]) -> Result<Vec<Outcome>, BuildError> {
+        let total = jobs.len();
+        let finished = std::sync::atomic::AtomicUsize::new(0);
+        let results = pool::run(jobs, &self.client, |j| j.run(tk, flags, cache), |j, r| {
+            let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if let (true, Ok(o)) = (self.progress, r) {
+                if !o.cached {
+                    report::job_line(n, total, "compiled", &j.name, &j.target.name(), o.elapsed);
+                }
+            }
+        });
+        first_error(results)
+    }
+
+    fn run_links(&self, tk: &Toolkit, cache: &Cache, jobs: &[LinkJob]) -> Result<Vec<Outcome>, BuildError> {
+        let total = jobs.len();
+        let finished = std::sync::atomic::AtomicUsize::new(0);
+        let results = pool::run(jobs, &self.client, |j| j.run(tk, cache), |j, r| {
+            let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if let (true, Ok(o)) = (self.progress, r) {
+                if !o.cached {
+                    report::job_line(n, total, "linked", "nvlink", &j.target.name(), o.elapsed);
+                }
+            }
+        });
+        first_error(results)
+    }
+
+    fn emit_rerun_directives(&self) {
+        println!("cargo:rerun-if-changed={}", self.kernels_dir.display());
+        println!("cargo:rerun-if-changed={}", self.pins.manifest.display());
+        for var in ["KILN_NVCC", "CUDA_HOME", "CUDA_PATH", "LIBCLANG_PATH", "BINDGEN_EXTRA_CLANG_ARGS"] {
+            println!("cargo:rerun-if-env-changed={var}");
+        }
+        if let Ok(sources) = sources(&self.kernels_dir) {
+            for s in sources {
+                println!("cargo:rerun-if-changed={}", s.display());
+            }
+        }
+        if let Ok(hs) = abi::headers(&self.kernels_dir.join("include")) {
+            for h in hs {
+                println!("cargo:rerun-if-changed={}", h.display());
+            }
+        }
+    }
+}
+
+/// Every failing job's error, not only the first: a syntax error in two files shows both.
+fn first_error(results: Vec<Result<Outcome, BuildError>>) -> Result<Vec<Outcome>, BuildError> {
+    let mut errors: Vec<String> = Vec::new();
+    let mut ok = Vec::new();
+    let mut first = None;
+    for r in results {
+        match r {
+            Ok(o) => ok.push(o),
+            Err(e) => {
+                let text = e.to_string();
+                if !errors.contains(&text) {
+                    errors.push(text);
+                }
+                first.get_or_insert(e);
+            }
+        }
+    }
+    match first {
+        None => Ok(ok),
+        Some(e) if errors.len() == 1 => Err(e),
+        Some(_) => Err(BuildError::Tool { tool: "nvcc".into(), message: errors.join("\n\n") }),
+    }
+}
+
+/// `kernels/*.cu`, sorted (the order is part of the output bytes).
+pub(crate) fn sources(dir: &Path) -> Result<Vec<PathBuf>, BuildError> {
+    let rd = std::fs::read_dir(dir).map_err(io(format!("reading kernel directory {}", dir.display())))?;
+    let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "cu")).collect();
+    v.sort();
+    if v.is_empty() {
+        return Err(BuildError::NoSources(dir.to_path_buf()));
+    }
+    Ok(v)
+}
+
+fn flags(include_dir: &Path) -> Vec<String> {
+    let mut f: Vec<String> = BASE_FLAGS.iter().map(|s| s.to_string()).collect();
+    f.push(format!("-I{}", include_dir.display()));
+    f
+}
+
+/// The flags as recorded: the include path is machine-specific, so it is named relatively.
+fn flags_for_manifest(flags: &[String]) -> Vec<String> {
+    flags.iter().map(|f| if f.starts_with("-I") { "-Ikernels/include".to_string() } else { f.clone() }).collect()
+}
+
+/// `<target-dir>/kiln-kernel-cache` when OUT_DIR has cargo's usual shape
+/// (`<target-dir>/<profile>/build/<pkg>-<hash>/out`), so debug, release and test builds share
+/// compiled kernels; OUT_DIR/kernel-cache otherwise.
+fn shared_cache_dir(out_dir: &Path) -> PathBuf {
+    let build = out_dir.ancestors().nth(2);
+    match (build, out_dir.ancestors().nth(4)) {
+        (Some(b), Some(target)) if b.file_name().is_some_and(|n| n == "build") => target.join("kiln-kernel-cache"),
+        _ => out_dir.join("kernel-cache"),
+    }
+}

@@ -1,0 +1,210 @@
+//! The unit of work: compile one source for one target, or link one target's objects.
+//!
+//! SASS: each source becomes a relocatable cubin (`-cubin -rdc=true`) and `nvlink` joins a
+//! target's cubins into one, so the fatbin carries one module per arch holding every kernel.
+//! PTX: each source becomes LTO IR (`-dc code=lto_N`) and `nvlink -lto --emit-ptx` produces one
+//! PTX module — the only route that keeps per-file caching for PTX too.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kiln_pins::{Target, TargetKind};
+
+use crate::cache::{Cache, KeyBuilder};
+use crate::error::{io, BuildError};
+use crate::toolkit::Toolkit;
+
+#[derive(Debug, Clone)]
+pub struct CompileJob {
+    pub source: PathBuf,
+    /// File name relative to kernels/, for messages and the manifest.
+    pub name: String,
+    pub headers: Vec<PathBuf>,
+    pub target: Target,
+    pub key: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct LinkJob {
+    pub target: Target,
+    pub inputs: Vec<PathBuf>,
+    pub key: String,
+}
+
+/// What happened to one job.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub output: PathBuf,
+    pub cached: bool,
+    pub elapsed: Duration,
+}
+
+impl CompileJob {
+    pub fn new(
+        source: &Path,
+        name: &str,
+        headers: Vec<PathBuf>,
+        target: Target,
+        flags: &[String],
+        toolkit: &Toolkit,
+        kernels_dir: &Path,
+    ) -> Result<CompileJob, BuildError> {
+        let mut key = KeyBuilder::new("compile")
+            .field("nvcc", toolkit.version.as_bytes())
+            .field("target", target.name().as_bytes())
+            .field("flags", flags.join("\0").as_bytes())
+            .field("name", name.as_bytes())
+            .file("source", source)?;
+        for h in &headers {
+            let rel = h.strip_prefix(kernels_dir).unwrap_or(h);
+            key = key.file(&format!("header:{}", rel.display()), h)?;
+        }
+        Ok(CompileJob { source: source.to_path_buf(), name: name.to_string(), headers, target, key: key.finish() })
+    }
+
+    fn ext(&self) -> &'static str {
+        match self.target.kind {
+            TargetKind::Sass => "cubin",
+            TargetKind::Ptx => "lto.o",
+        }
+    }
+
+    pub fn args(&self, flags: &[String], output: &Path) -> Vec<String> {
+        let a = self.target.arch;
+        let mut args: Vec<String> = flags.to_vec();
+        match self.target.kind {
+            TargetKind::Sass => {
+                args.extend(["-cubin".into(), "-rdc=true".into(), "-gencode".into()]);
+                args.push(format!("arch={},code={}", a.compute(), a.sm()));
+            }
+            TargetKind::Ptx => {
+                args.extend(["-dc".into(), "-gencode".into()]);
+                args.push(format!("arch={},code=lto_{}", a.compute(), a.short()));
+            }
+        }
+        args.push("-o".into());
+        args.push(output.display().to_string());
+        args.push(self.source.display().to_string());
+        args
+    }
+
+    pub fn run(&self, toolkit: &Toolkit, flags: &[String], cache: &Cache) -> Result<Outcome, BuildError> {
+        let started = Instant::now();
+        let dest = cache.path(&self.key, self.ext());
+        if dest.is_file() {
+            return Ok(Outcome { output: dest, cached: true, elapsed: started.elapsed() });
+        }
+        let staging = cache.staging(&self.key, self.ext());
+        let args = self.args(flags, &staging);
+        let out = Command::new(&toolkit.nvcc)
+            .args(&args)
+            .output()
+            .map_err(|e| BuildError::Tool { tool: toolkit.nvcc.display().to_string(), message: e.to_string() })?;
+        if !out.status.success() {
+            let _ = std::fs::remove_file(&staging);
+            let mut diagnostics = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if !stdout.trim().is_empty() {
+                diagnostics = format!("{}\n{diagnostics}", stdout.trim_end());
+            }
+            return Err(BuildError::Compile {
+                source_file: self.source.clone(),
+                target: self.target.name(),
+                diagnostics,
+                command: format!("{} {}", toolkit.nvcc.display(), args.join(" ")),
+            });
+        }
+        let output = cache.commit(&staging, &self.key, self.ext())?;
+        Ok(Outcome { output, cached: false, elapsed: started.elapsed() })
+    }
+}
+
+impl LinkJob {
+    pub fn new(target: Target, inputs: Vec<(String, PathBuf)>, toolkit: &Toolkit) -> LinkJob {
+        let mut key = KeyBuilder::new("link")
+            .field("nvcc", toolkit.version.as_bytes())
+            .field("target", target.name().as_bytes());
+        for (input_key, _) in &inputs {
+            key = key.field("input", input_key.as_bytes());
+        }
+        LinkJob { target, inputs: inputs.into_iter().map(|(_, p)| p).collect(), key: key.finish() }
+    }
+
+    pub fn ext(&self) -> &'static str {
+        match self.target.kind {
+            TargetKind::Sass => "cubin",
+            TargetKind::Ptx => "ptx",
+        }
+    }
+
+    pub fn run(&self, toolkit: &Toolkit, cache: &Cache) -> Result<Outcome, BuildError> {
+        let started = Instant::now();
+        let dest = cache.path(&self.key, self.ext());
+        if dest.is_file() {
+            return Ok(Outcome { output: dest, cached: true, elapsed: started.elapsed() });
+        }
+        let staging = cache.staging(&self.key, self.ext());
+        let a = self.target.arch;
+        let mut cmd = Command::new(&toolkit.nvlink);
+        match self.target.kind {
+            TargetKind::Sass => {
+                cmd.arg(format!("--arch={}", a.sm()));
+            }
+            TargetKind::Ptx => {
+                let nvvm = nvvm_dir(toolkit, cache)?;
+                cmd.arg("-lto").arg(format!("-nvvmpath={}", nvvm.display()));
+                cmd.arg(format!("-arch={}", a.sm())).arg("--emit-ptx");
+            }
+        }
+        cmd.arg("-o").arg(&staging).args(&self.inputs);
+        let out = cmd
+            .output()
+            .map_err(|e| BuildError::Tool { tool: toolkit.nvlink.display().to_string(), message: e.to_string() })?;
+        if !out.status.success() {
+            let _ = std::fs::remove_file(&staging);
+            return Err(BuildError::Tool {
+                tool: format!("nvlink for {}", self.target),
+                message: format!("{}\n  command: {cmd:?}", String::from_utf8_lossy(&out.stderr).trim_end()),
+            });
+        }
+        let output = cache.commit(&staging, &self.key, self.ext())?;
+        Ok(Outcome { output, cached: false, elapsed: started.elapsed() })
+    }
+}
+
+/// The `-nvvmpath` nvlink's LTO needs: a directory with `lib64/libnvvm.so` and `libdevice/`.
+/// A full toolkit (Nix, runfile) has `$CUDA_HOME/nvvm` laid out so; the PyPI wheels put libnvvm
+/// in `lib/`, so a small directory of links in the cache stands in.
+fn nvvm_dir(toolkit: &Toolkit, cache: &Cache) -> Result<PathBuf, BuildError> {
+    let home = toolkit.cuda_home();
+    let standard = home.join("nvvm");
+    if standard.join("lib64/libnvvm.so").exists() {
+        return Ok(standard);
+    }
+    let lib = ["lib/libnvvm.so", "lib/libnvvm.so.4", "lib64/libnvvm.so"]
+        .iter()
+        .map(|p| home.join(p))
+        .find(|p| p.exists())
+        .ok_or_else(|| BuildError::Tool {
+            tool: "nvlink -lto".into(),
+            message: format!("libnvvm not found under {} (needed to emit linked PTX)", home.display()),
+        })?;
+    let shim = cache.dir.join("nvvm");
+    std::fs::create_dir_all(shim.join("lib64")).map_err(io("creating the nvvm link directory"))?;
+    let link = |target: &Path, at: &Path| -> Result<(), BuildError> {
+        if std::fs::read_link(at).ok().as_deref() != Some(target) {
+            let _ = std::fs::remove_file(at);
+            if let Err(e) = std::os::unix::fs::symlink(target, at) {
+                // Another build racing us may have made the same link.
+                if std::fs::read_link(at).ok().as_deref() != Some(target) {
+                    return Err(io(format!("linking {}", at.display()))(e));
+                }
+            }
+        }
+        Ok(())
+    };
+    link(&lib, &shim.join("lib64/libnvvm.so"))?;
+    link(&standard.join("libdevice"), &shim.join("libdevice"))?;
+    Ok(shim)
+}

@@ -1,0 +1,31 @@
+//! kiln-build: what a build script calls to turn `kernels/*.cu` into one fatbin for the whole
+//! arch matrix, plus the bindgen ABI and a manifest of what was really built.
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() {
+//!     let out = kiln_build::KernelBuild::for_build_script().and_then(|b| b.run());
+//!     if let Err(e) = out { eprintln!("{e}"); std::process::exit(1); }
+//! }
+//! ```
+//!
+//! Flow: [`toolkit`] preflight (nvcc version = pin, every target supported) -> [`deps`] finds
+//! each source's project headers -> [`jobs`] one nvcc job per (source, target), keyed by
+//! [`cache`] -> [`pool`] runs them under cargo's jobserver -> [`fatbin`] combines them ->
+//! [`manifest`] lists the kernels each output really holds -> [`abi`] runs bindgen.
+
+pub mod abi;
+pub mod cache;
+pub mod deps;
+mod error;
+pub mod fatbin;
+pub mod jobs;
+pub mod manifest;
+pub mod pool;
+pub mod report;
+pub mod toolkit;
+
+mod build;
+
+pub use build::{BuildOutput, KernelBuild};
+pub use error::BuildError;

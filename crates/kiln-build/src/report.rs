@@ -1,0 +1,47 @@
+//! Progress lines while compiling and the one-paragraph summary after.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Counts for one kernel build.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Summary {
+    pub sources: usize,
+    /// "sm_80", …, "compute_120"
+    pub targets: Vec<String>,
+    pub compile_jobs: usize,
+    pub compiled: usize,
+    pub cached: usize,
+    pub link_jobs: usize,
+    pub linked: usize,
+    pub wall_seconds: f64,
+    pub fatbin_bytes: u64,
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kiln-build: {} sources x {} targets ({}): {} compile jobs, {} compiled, {} cached; {} of {} links run; fatbin {} bytes; {:.2} s",
+            self.sources,
+            self.targets.len(),
+            self.targets.join(" "),
+            self.compile_jobs,
+            self.compiled,
+            self.cached,
+            self.linked,
+            self.link_jobs,
+            self.fatbin_bytes,
+            self.wall_seconds
+        )
+    }
+}
+
+/// One line per finished job, on stderr.
+pub fn job_line(done: usize, total: usize, verb: &str, what: &str, target: &str, elapsed: Duration) {
+    let status = format!("{verb:<8}");
+    eprintln!(
+        "[{done:>3}/{total}] {status} {target:<12} {what} ({:.2} s)",
+        elapsed.as_secs_f64()
+    );
+}

@@ -1,0 +1,18 @@
+//! Reads NVIDIA device code from bytes, never trusting sizes or offsets: split by format.
+//!
+//! - [`cubin`]: one cubin (a CUDA ELF): its kernel entry points and target arch.
+//! - [`ptx`]: PTX text: `.version` (ISA), `.target` and `.entry` kernels.
+
+pub mod cubin;
+pub mod ptx;
+
+/// Why device code could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("cubin: {0}")]
+    Cubin(String),
+    #[error("PTX: {0}")]
+    Ptx(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

