@@ -3,6 +3,7 @@
 mod bench_kernels;
 mod bootstrap;
 mod kernels;
+mod nix_check;
 mod test;
 mod toolchain;
 
@@ -25,6 +26,8 @@ enum Command {
     BenchKernels(bench_kernels::Args),
     /// Run every test: bootstrap, then the workspace tests with the pinned toolchain.
     Test(test::Args),
+    /// Check the flake offline: parse, fmt, deadnix, lock, eval against the test doubles.
+    NixCheck(nix_check::Args),
 }
 
 fn main() {
@@ -34,6 +37,7 @@ fn main() {
         Command::Kernels(args) => kernels::run(args),
         Command::BenchKernels(args) => bench_kernels::run(args),
         Command::Test(args) => test::run(args),
+        Command::NixCheck(args) => nix_check::run(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");
