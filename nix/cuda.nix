@@ -10,7 +10,13 @@ let
     if lib.versions.majorMinor drv.version == pin then drv
     else throw "kiln: ${pins.cudaPackagesAttr}.${what} is ${drv.version}, but Cargo.toml pins ${what} = \"${pin}\"";
 
-  toolkitParts = with cudaPackages; [ cuda_nvcc cuda_cudart cuda_cccl cuda_crt libnvvm ];
+  toolkitParts = [
+    cudaPackages.cuda_nvcc
+    cudaPackages.cuda_cudart
+    cudaPackages.cuda_cccl
+    cudaPackages.cuda_crt
+    cudaPackages.libnvvm
+  ];
 
   # Every output of the toolkit parts except the driver stubs: cuda_cudart's `stubs` output
   # holds a fake libcuda.so(.1) for linking only, which must never be found at run time, so it

@@ -1,0 +1,424 @@
+//! `cargo xtask nix-check` on copies of the repository's flake, each deliberately broken in one
+//! way: it must fail, and say why in words a user can act on. The unbroken copy must pass.
+//!
+//! Nix, nixpkgs-fmt and deadnix come from the workspace's `.toolchain/` (installed there by the
+//! first run when missing).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Once;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn xtask() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    c.arg("nix-check")
+        .arg("--toolchain")
+        .arg(workspace().join(".toolchain"));
+    c
+}
+
+/// Install the tools once, before the tests race for them.
+fn tools() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let out = xtask().arg("--tools-only").output().unwrap();
+        assert!(
+            out.status.success(),
+            "installing the nix-check tools failed:\n{}",
+            text(&out)
+        );
+    });
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// The flake and everything it reads, copied to a plain (non-git) directory.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        tools();
+        let ws = workspace();
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["flake.nix", "flake.lock", "Cargo.toml"] {
+            std::fs::copy(ws.join(f), dir.path().join(f)).unwrap();
+        }
+        copy_dir(&ws.join("nix"), &dir.path().join("nix"));
+        copy_dir(&ws.join("checks/nix"), &dir.path().join("checks/nix"));
+        Fixture { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Replace `from` (which must occur) by `to` in one file.
+    fn edit(&self, rel: &str, from: &str, to: &str) -> &Self {
+        let p = self.path(rel);
+        let s = std::fs::read_to_string(&p).unwrap();
+        assert!(s.contains(from), "{rel} does not contain {from:?}");
+        std::fs::write(&p, s.replacen(from, to, 1)).unwrap();
+        self
+    }
+
+    fn set_cargo_line(&self, key: &str, value: &str) -> &Self {
+        let p = self.path("Cargo.toml");
+        let s = std::fs::read_to_string(&p).unwrap();
+        let line = s
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{key} =")))
+            .unwrap_or_else(|| panic!("Cargo.toml has no `{key} =` line"))
+            .to_string();
+        std::fs::write(&p, s.replacen(&line, &format!("{key} = {value}"), 1)).unwrap();
+        self
+    }
+
+    fn check(&self) -> Output {
+        xtask().arg("--repo").arg(self.dir.path()).output().unwrap()
+    }
+}
+
+#[track_caller]
+fn assert_fails_with(out: &Output, needles: &[&str]) {
+    let t = text(out);
+    assert!(
+        !out.status.success(),
+        "nix-check passed but should have failed:\n{t}"
+    );
+    for n in needles {
+        assert!(t.contains(n), "nix-check output lacks {n:?}:\n{t}");
+    }
+}
+
+#[test]
+fn the_unbroken_flake_passes() {
+    let out = Fixture::new().check();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(
+        t.contains("devShells.x86_64-linux.default = /nix/store/"),
+        "{t}"
+    );
+    assert!(
+        t.contains("packages.x86_64-linux.wheel = /nix/store/"),
+        "{t}"
+    );
+}
+
+#[test]
+fn unknown_nightly_date_is_named() {
+    let f = Fixture::new();
+    f.set_cargo_line("rust-nightly", "\"2026-02-30\"");
+    assert_fails_with(
+        &f.check(),
+        &[
+            "flake outputs evaluate",
+            "rust-nightly = \"2026-02-30\"",
+            "is not in the locked rust-overlay",
+        ],
+    );
+}
+
+#[test]
+fn ptx_below_the_highest_arch_cannot_be_expressed() {
+    let f = Fixture::new();
+    f.set_cargo_line("archs", r#"["8.0+PTX", "9.0", "12.0"]"#);
+    assert_fails_with(
+        &f.check(),
+        &[
+            "arch matrix entry nixpkgs cannot express",
+            "\"8.0+PTX\"",
+            "not the highest",
+        ],
+    );
+}
+
+#[test]
+fn two_ptx_targets_cannot_be_expressed() {
+    let f = Fixture::new();
+    f.set_cargo_line("archs", r#"["8.0", "10.0+PTX", "12.0+PTX"]"#);
+    assert_fails_with(
+        &f.check(),
+        &[
+            "arch matrix entry nixpkgs cannot express",
+            "all ask for PTX",
+        ],
+    );
+}
+
+#[test]
+fn ptx_of_a_family_target_cannot_be_expressed() {
+    let f = Fixture::new();
+    f.set_cargo_line("archs", r#"["8.0", "12.0f+PTX"]"#);
+    assert_fails_with(
+        &f.check(),
+        &["arch matrix entry nixpkgs cannot express", "\"12.0f+PTX\""],
+    );
+}
+
+#[test]
+fn arch_cuda_13_dropped_is_refused_by_nixpkgs() {
+    let f = Fixture::new();
+    f.set_cargo_line("archs", r#"["7.0", "8.0", "12.0+PTX"]"#);
+    assert_fails_with(&f.check(), &["Unsupported CUDA capabilities: [\"7.0\"]"]);
+}
+
+#[test]
+fn malformed_arch_entry_is_named() {
+    let f = Fixture::new();
+    f.set_cargo_line("archs", r#"["sm_80", "12.0+PTX"]"#);
+    assert_fails_with(&f.check(), &["arch matrix entry \"sm_80\"", "MAJOR.MINOR"]);
+}
+
+#[test]
+fn misspelt_nixpkgs_attribute_fails() {
+    let f = Fixture::new();
+    f.edit(
+        "nix/cuda.nix",
+        "cudaPackages.cuda_nvcc\n",
+        "cudaPackages.cuda_nvc\n",
+    );
+    assert_fails_with(&f.check(), &["attribute 'cuda_nvc' missing"]);
+}
+
+#[test]
+fn misspelt_crane_attribute_fails() {
+    let f = Fixture::new();
+    f.edit(
+        "nix/crates.nix",
+        "craneLib.buildDepsOnly",
+        "craneLib.buildDepOnly",
+    );
+    assert_fails_with(&f.check(), &["attribute 'buildDepOnly' missing"]);
+}
+
+#[test]
+fn misspelt_rust_extension_fails() {
+    let f = Fixture::new();
+    f.edit("nix/toolchain.nix", "\"clippy\"", "\"clipy\"");
+    assert_fails_with(&f.check(), &["Component `clipy` doesn't exist"]);
+}
+
+#[test]
+fn lock_out_of_date_with_flake_nix_is_explained() {
+    let f = Fixture::new();
+    f.edit(
+        "flake.nix",
+        "github:NixOS/nixpkgs/104240a772428cc2e20d8fd86c9ddbb886bbaff2",
+        "github:NixOS/nixpkgs/nixos-26.05",
+    );
+    assert_fails_with(
+        &f.check(),
+        &[
+            "flake.lock is out of date with flake.nix",
+            "input `nixpkgs`",
+        ],
+    );
+}
+
+#[test]
+fn lock_without_follows_is_explained() {
+    let f = Fixture::new();
+    f.edit("flake.nix", "inputs.nixpkgs.follows = \"nixpkgs\";", "");
+    assert_fails_with(
+        &f.check(),
+        &[
+            "flake.lock is out of date",
+            "input `rust-overlay`",
+            "following",
+        ],
+    );
+}
+
+#[test]
+fn unformatted_nix_fails() {
+    let f = Fixture::new();
+    f.edit(
+        "nix/pkgs.nix",
+        "allowUnfree = true;",
+        "allowUnfree   =   true;",
+    );
+    assert_fails_with(
+        &f.check(),
+        &["nixpkgs-fmt --check", "not formatted", "nix/pkgs.nix"],
+    );
+}
+
+#[test]
+fn dead_nix_code_fails() {
+    let f = Fixture::new();
+    f.edit(
+        "nix/pkgs.nix",
+        "  cuda = import ./arch.nix pins.archs;\n",
+        "  cuda = import ./arch.nix pins.archs;\n  unused = 1;\n",
+    );
+    assert_fails_with(&f.check(), &["deadnix --fail", "nix/pkgs.nix", "unused"]);
+}
+
+#[test]
+fn unparsable_nix_fails() {
+    let f = Fixture::new();
+    f.edit(
+        "nix/driver.nix",
+        "builtins.readFile ./driver-hook.sh",
+        "builtins.readFile ./driver-hook.sh;;",
+    );
+    assert_fails_with(
+        &f.check(),
+        &["parse every .nix file", "nix/driver.nix", "syntax error"],
+    );
+}
+
+#[test]
+fn a_double_without_an_attribute_the_flake_uses_fails() {
+    // Strictness of the doubles: drop one attribute kiln uses from the nixpkgs double.
+    let f = Fixture::new();
+    f.edit(
+        "checks/nix/doubles/nixpkgs/packages.nix",
+        "  cargo-nextest = ",
+        "  cargo-nextest-renamed = ",
+    );
+    assert_fails_with(&f.check(), &["attribute 'cargo-nextest' missing"]);
+}
+
+// --- the dev shell's driver discovery (nix/driver-hook.sh), run with bash -----------------
+
+struct Host {
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    fn new() -> Host {
+        Host {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn lib(&self, rel: &str) -> PathBuf {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, b"\x7fELF").unwrap();
+        p
+    }
+    /// Source the hook with this search path and LD_LIBRARY_PATH; return (KILN_CUDA_DRIVER,
+    /// LD_LIBRARY_PATH, stderr).
+    fn hook(&self, search: &[&str], ld: &str) -> (String, String, String) {
+        let abs: Vec<String> = search
+            .iter()
+            .map(|s| self.dir.path().join(s).display().to_string())
+            .collect();
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "set -u; . {}; printf '%s\\n%s\\n' \"${{KILN_CUDA_DRIVER:-}}\" \"${{LD_LIBRARY_PATH:-}}\"",
+                workspace().join("nix/driver-hook.sh").display()
+            ))
+            .env("KILN_DRIVER_SEARCH_PATH", abs.join(":"))
+            .env("LD_LIBRARY_PATH", ld)
+            .env("XDG_CACHE_HOME", self.dir.path().join("cache"))
+            .env_remove("KILN_CUDA_DRIVER_DIR")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let mut lines = stdout.lines();
+        (
+            lines.next().unwrap_or("").to_string(),
+            lines.next().unwrap_or("").to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    }
+}
+
+#[test]
+fn driver_hook_takes_the_host_driver_and_never_the_stub() {
+    let h = Host::new();
+    h.lib("cuda/lib/stubs/libcuda.so.1");
+    h.lib("cuda/lib/stubs/libcuda.so");
+    h.lib("usr/lib/libcuda.so.1");
+    h.lib("usr/lib/libcuda.so.580.159");
+    h.lib("usr/lib/libcuda.so");
+    h.lib("usr/lib/libnvidia-ptxjitcompiler.so.1");
+    h.lib("usr/lib/libc.so.6");
+    let stub_dir = h.dir.path().join("cuda/lib/stubs").display().to_string();
+    let (driver, ld, err) = h.hook(&["cuda/lib/stubs", "usr/lib"], &stub_dir);
+    assert_eq!(
+        driver,
+        h.dir
+            .path()
+            .join("usr/lib/libcuda.so.1")
+            .display()
+            .to_string()
+    );
+    assert!(
+        !ld.contains("stubs"),
+        "stub dir left on LD_LIBRARY_PATH: {ld}"
+    );
+    assert!(err.contains("removed CUDA stub directory"), "{err}");
+    // Only the driver's own libraries are exposed, never the host's libc, never the
+    // unversioned name.
+    let link_dir = PathBuf::from(ld.split(':').next().unwrap());
+    let mut names: Vec<String> = std::fs::read_dir(&link_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "libcuda.so.1",
+            "libcuda.so.580.159",
+            "libnvidia-ptxjitcompiler.so.1"
+        ]
+    );
+}
+
+#[test]
+fn driver_hook_refuses_a_link_into_a_stub_directory() {
+    let h = Host::new();
+    let stub = h.lib("toolkit/lib/stubs/libcuda.so.1");
+    std::fs::create_dir_all(h.dir.path().join("sneaky")).unwrap();
+    std::os::unix::fs::symlink(&stub, h.dir.path().join("sneaky/libcuda.so.1")).unwrap();
+    let (driver, _ld, err) = h.hook(&["sneaky"], "");
+    assert_eq!(driver, "");
+    assert!(
+        err.contains("no NVIDIA driver (libcuda.so.1) found"),
+        "{err}"
+    );
+}
+
+#[test]
+fn driver_hook_prefers_nixos_opengl_driver_dir_first_in_its_list() {
+    let hook = std::fs::read_to_string(workspace().join("nix/driver-hook.sh")).unwrap();
+    let default_list = hook
+        .lines()
+        .find(|l| l.contains("candidates=\"/run/opengl-driver/lib\""))
+        .is_some();
+    assert!(default_list, "the NixOS driver directory must come first");
+}
