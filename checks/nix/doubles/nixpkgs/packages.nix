@@ -24,7 +24,7 @@ let
       cuda_crt = redist "cuda_crt" "13.0.88" [ "out" "include" ];
       libnvvm = redist "libnvvm" "13.0.88" [ "out" "bin" ];
       cudnn = redist "cudnn" "9.27.0.42" [ "out" "dev" "include" "lib" "static" ];
-      nccl = redist "nccl" "2.30.7-1" [ "out" "dev" ];
+      nccl = redist "nccl" "2.30.7-1" [ "out" "dev" "static" ];
     };
 
   llvmPackages_21 =

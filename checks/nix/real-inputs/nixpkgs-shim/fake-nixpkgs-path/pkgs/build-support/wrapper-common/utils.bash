@@ -1,0 +1,1 @@
+# placeholder for nixpkgs' pkgs/build-support/wrapper-common/utils.bash (kiln real-input evaluation; never built)
