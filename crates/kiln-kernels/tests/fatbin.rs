@@ -1,0 +1,107 @@
+//! The embedded fatbin, checked against the pins by an independent reader: cuobjdump from
+//! `cargo xtask bootstrap`. Every matrix target present, PTX exactly where `+PTX` says, and
+//! every kernel for every target.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kiln_pins::{Pins, TargetKind};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
+}
+
+fn pins() -> Pins {
+    Pins::load(&repo_root().join("Cargo.toml")).unwrap()
+}
+
+fn cuobjdump() -> PathBuf {
+    let p = repo_root().join(".toolchain/cuda-tools/nvidia/cu13/bin/cuobjdump");
+    assert!(p.is_file(), "cuobjdump missing: run `cargo xtask bootstrap` ({} not found)", p.display());
+    p
+}
+
+/// `cuobjdump ARGS FILE` stdout.
+fn cuobjdump_on(args: &[&str], file: &Path) -> String {
+    let out = Command::new(cuobjdump()).args(args).arg(file).output().unwrap();
+    assert!(out.status.success(), "cuobjdump failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// "ELF file    1: kernels.1.sm_80.cubin" -> "sm_80"; "PTX file 1: x.sm_120.ptx" -> "compute_120".
+fn listed_targets(listing: &str) -> BTreeSet<String> {
+    listing
+        .lines()
+        .filter_map(|l| {
+            let name = l.split(':').nth(1)?.trim();
+            let arch = name.split('.').find(|p| p.starts_with("sm_"))?;
+            Some(if l.starts_with("PTX") { arch.replace("sm_", "compute_") } else { arch.to_string() })
+        })
+        .collect()
+}
+
+fn expected_targets() -> BTreeSet<String> {
+    // cuobjdump prints `f` variants without their suffix (shared/FACTS.md); the default matrix has none.
+    pins().matrix.targets().iter().map(|t| t.name()).collect()
+}
+
+#[test]
+fn fatbin_holds_every_target_of_the_matrix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("kernels.fatbin");
+    std::fs::write(&file, kiln_kernels::fatbin()).unwrap();
+    let listing = cuobjdump_on(&["--list-elf", "--list-ptx"], &file);
+    assert_eq!(listed_targets(&listing), expected_targets(), "cuobjdump says:\n{listing}");
+    // The default matrix, as the foundation issue states it.
+    let names: BTreeSet<String> = expected_targets();
+    for t in ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "compute_120"] {
+        assert!(names.contains(t), "{t} missing from the pinned matrix");
+    }
+}
+
+#[test]
+fn this_test_binary_carries_the_fatbin_in_nv_fatbin() {
+    // cuobjdump finds device code in an ELF only in `.nv_fatbin`: this proves the section.
+    let exe = std::env::current_exe().unwrap();
+    let listing = cuobjdump_on(&["--list-elf", "--list-ptx"], &exe);
+    assert_eq!(listed_targets(&listing), expected_targets(), "{listing}");
+    assert_eq!(kiln_kernels::fatbin().as_ptr() as usize % 8, 0, "fatbin must be 8-byte aligned");
+}
+
+#[test]
+fn every_kernel_is_present_for_every_target() {
+    let manifest = kiln_kernels::manifest();
+    assert!(manifest.gaps().is_empty(), "{:?}", manifest.gaps());
+    let all = manifest.all_kernels();
+    for required in ["vecadd_f32", "axpby_f32", "axpby_f16", "axpby_bf16"] {
+        assert!(all.contains(required), "{required} missing: {all:?}");
+    }
+    // Cross-check the manifest against cuobjdump's own per-cubin symbol dump (--dump-elf-symbols).
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("kernels.fatbin");
+    std::fs::write(&file, kiln_kernels::fatbin()).unwrap();
+    let symbols = cuobjdump_on(&["--dump-elf-symbols"], &file);
+    for t in &manifest.targets {
+        if t.kind == "sass" {
+            for k in &t.kernels {
+                assert!(symbols.contains(k.as_str()), "cuobjdump does not see {k} ({})", t.target);
+            }
+        }
+    }
+    let pins = pins();
+    let ptx: Vec<_> = pins.matrix.targets().into_iter().filter(|t| t.kind == TargetKind::Ptx).collect();
+    for t in ptx {
+        let entry = manifest.targets.iter().find(|m| m.target == t.name()).expect("PTX target in manifest");
+        let isa = entry.ptx_isa.as_deref().unwrap();
+        let (max_major, max_minor) = pins.max_ptx_isa();
+        let (maj, min) = isa.split_once('.').map(|(a, b)| (a.parse::<u32>().unwrap(), b.parse::<u32>().unwrap())).unwrap();
+        assert!((maj, min) <= (max_major, max_minor), "PTX ISA {isa} is newer than driver {} can JIT", pins.min_driver);
+    }
+}
+
+#[test]
+fn abi_params_struct_matches_the_header() {
+    // bindgen's own layout tests run in this crate too; this pins the size the kernels rely on.
+    assert_eq!(std::mem::size_of::<kiln_kernels::abi::KilnAxpbyParams>(), 16);
+}
