@@ -1,10 +1,11 @@
 // out[i] = a[i] + b[i]: the smallest kernel, and the smoke test of every target.
-#include <stdint.h>
+#include "kiln_elementwise.cuh"
 
-extern "C" __global__ void vecadd_f32(const float* __restrict__ a, const float* __restrict__ b,
-                                      float* __restrict__ out, uint64_t n) {
-    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        out[i] = a[i] + b[i];
-    }
+template <typename T>
+__device__ void vecadd(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, uint64_t n) {
+    kiln::map2(n, a, b, out, [](float x, float y) { return x + y; });
 }
+
+#define VECADD_PARAMS(T) (const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, uint64_t n)
+#define ARGS_OF_vecadd (a, b, out, n)
+KILN_INSTANTIATE_3(vecadd, vecadd, VECADD_PARAMS)

@@ -1,0 +1,244 @@
+//! [`Gpu`]: one device's primary context, its legacy default stream, and kiln's kernel module
+//! loaded once from the embedded fatbin.
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
+
+use crate::error::{driver_message, Error, Result};
+use crate::loader;
+use crate::tensor::View;
+
+/// A handle to one GPU. Cheap to clone (shared); `Send + Sync`.
+///
+/// All work goes to the context's legacy default (NULL) stream, so it is ordered with work
+/// that torch, cupy or jax put on their default streams, without explicit synchronisation.
+#[derive(Clone)]
+pub struct Gpu {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ordinal: usize,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: Module,
+    sm_count: u32,
+    name: String,
+    pub(crate) blas: Mutex<Option<crate::blas::Blas>>,
+    pub(crate) dnn: Mutex<Option<crate::dnn::Dnn>>,
+}
+
+/// Driver handles are usable from any thread once the context is current there.
+struct Module {
+    raw: sys::CUmodule,
+    functions: Mutex<HashMap<&'static str, Function>>,
+}
+#[derive(Clone, Copy)]
+struct Function(sys::CUfunction);
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+unsafe impl Send for Function {}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        let _ = self.ctx.synchronize();
+        self.blas.lock().map(|mut b| b.take()).ok();
+        self.dnn.lock().map(|mut d| d.take()).ok();
+        // SAFETY: every function of the module belongs to this Inner, which is going away.
+        unsafe {
+            let _ = result::module::unload(self.module.raw);
+        }
+    }
+}
+
+impl Gpu {
+    /// Opens GPU `ordinal`: loads the driver (`libcuda.so.1`, see [`crate::loader`]), retains
+    /// the device's primary context (the one the CUDA runtime, torch and cupy use) and loads
+    /// kiln's fatbin into it. Errors, never panics: [`Error::NoDriver`] without a driver,
+    /// [`Error::NoDevice`] for an ordinal that does not exist.
+    pub fn new(ordinal: usize) -> Result<Gpu> {
+        crate::note::keep();
+        loader::driver()?;
+        guard("opening the GPU", || Gpu::open(ordinal))
+    }
+
+    fn open(ordinal: usize) -> Result<Gpu> {
+        let count = Gpu::device_count()?;
+        if ordinal >= count {
+            return Err(Error::NoDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| Error::driver("cuDevicePrimaryCtxRetain", e))?;
+        // One stream only (the legacy default stream): no cross-stream event bookkeeping.
+        // SAFETY: kiln-runtime never uses a second stream for its allocations.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let fatbin = kiln_kernels::fatbin();
+        // SAFETY: the fatbin is a valid, 8-byte aligned image that lives for the program.
+        let raw = unsafe { result::module::load_data(fatbin.as_ptr() as *const c_void) }.map_err(|e| {
+            Error::Driver {
+                call: "cuModuleLoadData".into(),
+                message: format!(
+                    "{} — kiln's fatbin has no code this GPU can run (its targets: {})",
+                    driver_message(e),
+                    kiln_kernels::manifest().targets.iter().map(|t| t.target.clone()).collect::<Vec<_>>().join(", ")
+                ),
+            }
+        })?;
+        let sm_count = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| Error::driver("cuDeviceGetAttribute", e))? as u32;
+        let name = ctx.name().unwrap_or_else(|_| "unknown".into());
+        Ok(Gpu {
+            inner: Arc::new(Inner {
+                ordinal,
+                ctx,
+                stream,
+                module: Module { raw, functions: Mutex::new(HashMap::new()) },
+                sm_count,
+                name,
+                blas: Mutex::new(None),
+                dnn: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Number of visible CUDA devices ([`Error::NoDriver`] without a driver).
+    pub fn device_count() -> Result<usize> {
+        loader::driver()?;
+        guard("counting devices", || {
+            result::init().map_err(|e| Error::driver("cuInit", e))?;
+            let n = result::device::get_count().map_err(|e| Error::driver("cuDeviceGetCount", e))?;
+            Ok(n.max(0) as usize)
+        })
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.inner.ordinal
+    }
+
+    /// The device's name as the driver reports it.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn sm_count(&self) -> u32 {
+        self.inner.sm_count
+    }
+
+    /// (major, minor) compute capability.
+    pub fn compute_capability(&self) -> Result<(u32, u32)> {
+        use sys::CUdevice_attribute::*;
+        let a = |k| self.inner.ctx.attribute(k).map_err(|e| Error::driver("cuDeviceGetAttribute", e));
+        Ok((a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? as u32, a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32))
+    }
+
+    /// Waits for all work on this GPU's context.
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        self.inner.ctx.synchronize().map_err(|e| Error::driver("cuCtxSynchronize", e))
+    }
+
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.inner.stream
+    }
+
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.inner.ctx
+    }
+
+    pub(crate) fn blas_slot(&self) -> &Mutex<Option<crate::blas::Blas>> {
+        &self.inner.blas
+    }
+
+    pub(crate) fn dnn_slot(&self) -> &Mutex<Option<crate::dnn::Dnn>> {
+        &self.inner.dnn
+    }
+
+    /// Makes this GPU's context current on the calling thread.
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.inner.ctx.bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))
+    }
+
+    /// Checks that `view` is device memory of this GPU, aligned for its dtype.
+    pub(crate) fn check_view(&self, what: &str, view: &View) -> Result<()> {
+        if view.numel() == 0 {
+            return Ok(());
+        }
+        if view.ptr % view.dtype.size() as u64 != 0 {
+            return Err(Error::Memory(format!("{what}: pointer {:#x} is not aligned to its {} elements", view.ptr, view.dtype)));
+        }
+        let mut ordinal: i32 = -1;
+        // SAFETY: the attribute is an int written into `ordinal`.
+        let r = unsafe {
+            sys::cuPointerGetAttribute(
+                &mut ordinal as *mut i32 as *mut c_void,
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                view.ptr,
+            )
+        };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(Error::Memory(format!(
+                "{what}: {:#x} is not CUDA device memory ({}) — pass a GPU array, or copy host data with Tensor::from_host",
+                view.ptr,
+                driver_message(result::DriverError(r))
+            )));
+        }
+        if ordinal != self.inner.ordinal as i32 {
+            return Err(Error::Memory(format!("{what}: memory is on GPU {ordinal}, the op runs on GPU {}", self.inner.ordinal)));
+        }
+        Ok(())
+    }
+
+    fn function(&self, name: &'static str) -> Result<sys::CUfunction> {
+        let mut map = self.inner.module.functions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = map.get(name) {
+            return Ok(f.0);
+        }
+        let c = CString::new(name).map_err(|_| Error::Driver { call: "cuModuleGetFunction".into(), message: "bad name".into() })?;
+        // SAFETY: the module is loaded for the lifetime of Inner.
+        let f = unsafe { result::module::get_function(self.inner.module.raw, c) }
+            .map_err(|e| Error::Driver { call: format!("cuModuleGetFunction({name})"), message: driver_message(e) })?;
+        map.insert(name, Function(f));
+        Ok(f)
+    }
+
+    /// Launches kernel `name` on the default stream. `args` point at the kernel's parameters,
+    /// in order, each exactly the type the kernel declares.
+    ///
+    /// # Safety
+    /// The argument types and the memory they point to must match the kernel.
+    pub(crate) unsafe fn launch(&self, name: &'static str, grid: u32, block: u32, shared: u32, args: &mut [*mut c_void]) -> Result<()> {
+        self.bind()?;
+        let f = self.function(name)?;
+        result::launch_kernel(f, (grid.max(1), 1, 1), (block, 1, 1), shared, self.inner.stream.cu_stream(), args)
+            .map_err(|e| Error::Driver { call: format!("cuLaunchKernel({name})"), message: driver_message(e) })
+    }
+
+    /// Blocks for an element-wise grid-stride kernel over `work` items: enough to fill every SM
+    /// (8 blocks of 256 per SM), never more than the work needs.
+    pub(crate) fn grid_for(&self, work: u64, block: u32) -> u32 {
+        let needed = work.div_ceil(block as u64).max(1);
+        needed.min(self.inner.sm_count as u64 * 8) as u32
+    }
+}
+
+/// Runs `f`, turning a panic inside cudarc (e.g. a driver symbol missing from an old driver)
+/// into an error.
+pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::Driver { call: what.to_string(), message: msg })
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! kiln's kernels as typed [`Gpu`] methods: validate (shapes, dtypes, pointers) on the host,
+//! allocate a fresh output, launch on the default stream. Launch parameters are the bindgen
+//! structs of `kernels/include/kiln_abi.h` (`kiln_kernels::abi`).
+
+use std::ffi::c_void;
+
+use kiln_kernels::abi;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::tensor::{Tensor, View};
+use crate::validate;
+
+/// Where rope takes each token's position from.
+#[derive(Debug, Clone, Copy)]
+pub enum Positions<'a> {
+    /// Token t is at position `offset + t` (a contiguous prefill or decode step).
+    Offset(i64),
+    /// One position per token: an i32 or i64 device array of shape [tokens].
+    Ids(&'a View),
+}
+
+/// Pointers to each kernel argument, in order (`cuLaunchKernel`'s `kernelParams`).
+macro_rules! args {
+    ($($v:ident),* $(,)?) => { [$( &mut $v as *mut _ as *mut c_void ),*] };
+}
+
+/// `NAME_f32` / `NAME_f16` / `NAME_bf16`: the symbol of a kernel for a float dtype.
+macro_rules! kernel_name {
+    ($base:literal, $dtype:expr) => {
+        match $dtype {
+            DType::F32 => concat!($base, "_f32"),
+            DType::F16 => concat!($base, "_f16"),
+            DType::BF16 => concat!($base, "_bf16"),
+            other => return Err(Error::DType(format!("{}: no kernel for {other}", $base))),
+        }
+    };
+}
+
+const BLOCK: u32 = 256;
+
+/// Threads per block for a row of `cols` elements read in packs: one pack per thread up to
+/// 1024 threads, whole warps, at least one warp.
+fn row_block(cols: usize, dtype: DType) -> u32 {
+    let packs = cols.div_ceil(16 / dtype.size());
+    (packs.div_ceil(32) * 32).clamp(32, 1024) as u32
+}
+
+/// Work items of an element-wise kernel: 16-byte packs (the grid-stride loop covers the rest).
+fn packs(n: usize, dtype: DType) -> u64 {
+    n.div_ceil(16 / dtype.size()) as u64
+}
+
+impl Gpu {
+    fn rows_grid(&self, rows: usize, block: u32) -> u32 {
+        let per_sm = (2048 / block).max(1) as u64;
+        (rows as u64).min(self.sm_count() as u64 * per_sm).max(1) as u32
+    }
+
+    /// out = a + b (same shape and float dtype).
+    pub fn vecadd(&self, a: &View, b: &View) -> Result<Tensor> {
+        let shape = validate::elementwise("vecadd", ("a", a), ("b", b))?;
+        self.check_view("vecadd a", a)?;
+        self.check_view("vecadd b", b)?;
+        let out = Tensor::alloc(self, a.dtype, shape)?;
+        let n = out.numel();
+        if n > 0 {
+            let name = kernel_name!("vecadd", a.dtype);
+            let (mut pa, mut pb, mut po, mut pn) = (a.ptr, b.ptr, out.ptr(), n as u64);
+            let grid = self.grid_for(packs(n, a.dtype), BLOCK);
+            // SAFETY: vecadd_T(const T*, const T*, T*, uint64_t); the buffers hold n elements.
+            unsafe { self.launch(name, grid, BLOCK, 0, &mut args![pa, pb, po, pn])? };
+        }
+        Ok(out)
+    }
+
+    /// out = alpha · x + beta · y (same shape and float dtype; math in f32).
+    pub fn axpby(&self, x: &View, y: &View, alpha: f32, beta: f32) -> Result<Tensor> {
+        let shape = validate::elementwise("axpby", ("x", x), ("y", y))?;
+        self.check_view("axpby x", x)?;
+        self.check_view("axpby y", y)?;
+        let out = Tensor::alloc(self, x.dtype, shape)?;
+        let n = out.numel();
+        if n > 0 {
+            let name = kernel_name!("axpby", x.dtype);
+            let mut p = abi::KilnAxpbyParams { n: n as u64, alpha, beta };
+            let (mut px, mut py, mut po) = (x.ptr, y.ptr, out.ptr());
+            let grid = self.grid_for(packs(n, x.dtype), BLOCK);
+            // SAFETY: axpby_T(KilnAxpbyParams, const T*, const T*, T*).
+            unsafe { self.launch(name, grid, BLOCK, 0, &mut args![p, px, py, po])? };
+        }
+        Ok(out)
+    }
+
+    /// out = silu(gate) · up, the SwiGLU gate (same shape and float dtype; math in f32).
+    pub fn silu_mul(&self, gate: &View, up: &View) -> Result<Tensor> {
+        let shape = validate::elementwise("silu_mul", ("gate", gate), ("up", up))?;
+        self.check_view("silu_mul gate", gate)?;
+        self.check_view("silu_mul up", up)?;
+        let out = Tensor::alloc(self, gate.dtype, shape)?;
+        let n = out.numel();
+        if n > 0 {
+            let name = kernel_name!("silu_mul", gate.dtype);
+            let mut p = abi::KilnSiluMulParams { n: n as u64 };
+            let (mut pg, mut pu, mut po) = (gate.ptr, up.ptr, out.ptr());
+            let grid = self.grid_for(packs(n, gate.dtype), BLOCK);
+            // SAFETY: silu_mul_T(KilnSiluMulParams, const T*, const T*, T*).
+            unsafe { self.launch(name, grid, BLOCK, 0, &mut args![p, pg, pu, po])? };
+        }
+        Ok(out)
+    }
+
+    /// RMSNorm over the last dim: out = x · rsqrt(mean(x²) + eps) · weight; x [..., d],
+    /// weight [d], same float dtype; math in f32, one rounding at the end.
+    pub fn rmsnorm(&self, x: &View, weight: &View, eps: f32) -> Result<Tensor> {
+        let (rows, cols) = validate::rmsnorm(x, weight, eps)?;
+        self.check_view("rmsnorm x", x)?;
+        self.check_view("rmsnorm weight", weight)?;
+        let out = Tensor::alloc(self, x.dtype, x.shape.clone())?;
+        if rows > 0 && cols > 0 {
+            let name = kernel_name!("rmsnorm", x.dtype);
+            let mut p = abi::KilnRmsnormParams { rows: rows as u64, cols: cols as u64, eps };
+            let (mut px, mut pw, mut po) = (x.ptr, weight.ptr, out.ptr());
+            let block = row_block(cols, x.dtype);
+            // SAFETY: rmsnorm_T(KilnRmsnormParams, const T*, const T*, T*).
+            unsafe { self.launch(name, self.rows_grid(rows, block), block, 0, &mut args![p, px, pw, po])? };
+        }
+        Ok(out)
+    }
+
+    /// Numerically stable softmax over the last dim (max subtracted; f32 math).
+    pub fn softmax(&self, x: &View) -> Result<Tensor> {
+        let (rows, cols) = validate::softmax(x)?;
+        self.check_view("softmax x", x)?;
+        let out = Tensor::alloc(self, x.dtype, x.shape.clone())?;
+        if rows > 0 && cols > 0 {
+            let name = kernel_name!("softmax", x.dtype);
+            let mut p = abi::KilnSoftmaxParams { rows: rows as u64, cols: cols as u64 };
+            let (mut px, mut po) = (x.ptr, out.ptr());
+            let block = row_block(cols, x.dtype);
+            // SAFETY: softmax_T(KilnSoftmaxParams, const T*, T*).
+            unsafe { self.launch(name, self.rows_grid(rows, block), block, 0, &mut args![p, px, po])? };
+        }
+        Ok(out)
+    }
+
+    /// Rotary embedding on x [tokens, heads, head_dim] in Llama's rotate-half layout (the
+    /// layout of HF transformers' `rotate_half`): for i < d/2, with f = pos / theta^(2i/d),
+    /// out[i] = x[i] cos f − x[i+d/2] sin f and out[i+d/2] = x[i+d/2] cos f + x[i] sin f.
+    pub fn rope(&self, x: &View, positions: Positions<'_>, theta: f32) -> Result<Tensor> {
+        let ids = match positions {
+            Positions::Ids(v) => Some(v),
+            Positions::Offset(_) => None,
+        };
+        let (tokens, heads, head_dim) = validate::rope(x, ids, theta)?;
+        self.check_view("rope x", x)?;
+        if let Some(v) = ids {
+            self.check_view("rope positions", v)?;
+        }
+        let out = Tensor::alloc(self, x.dtype, x.shape.clone())?;
+        if tokens > 0 && heads > 0 {
+            let name = kernel_name!("rope", x.dtype);
+            let (positions_type, offset, mut pp) = match positions {
+                Positions::Offset(o) => (abi::KilnIndexType_KILN_INDEX_NONE, o, 0u64),
+                Positions::Ids(v) if v.dtype == DType::I32 => (abi::KilnIndexType_KILN_INDEX_I32, 0, v.ptr),
+                Positions::Ids(v) => (abi::KilnIndexType_KILN_INDEX_I64, 0, v.ptr),
+            };
+            let mut p = abi::KilnRopeParams {
+                tokens: tokens as u64,
+                heads: heads as u32,
+                head_dim: head_dim as u32,
+                offset,
+                theta,
+                positions_type: positions_type as u32,
+            };
+            let (mut px, mut po) = (x.ptr, out.ptr());
+            let pairs = heads * head_dim / 2;
+            let block = (pairs.div_ceil(32) * 32).clamp(32, 512) as u32;
+            let shared = (head_dim * 4) as u32;
+            // SAFETY: rope_T(KilnRopeParams, const T*, const void*, T*); head_dim f32 of shared memory.
+            unsafe { self.launch(name, self.rows_grid(tokens, block), block, shared, &mut args![p, px, pp, po])? };
+        }
+        Ok(out)
+    }
+
+    /// Embedding lookup: out[..., :] = table[ids[...], :]; table [vocab, dim] float, ids i32
+    /// or i64 of any shape; out has shape ids.shape + [dim]. An id outside [0, vocab) gives
+    /// [`Error::Index`] naming it (this op waits for the GPU to check).
+    pub fn embedding(&self, table: &View, ids: &View) -> Result<Tensor> {
+        let (vocab, dim, shape) = validate::embedding(table, ids)?;
+        self.check_view("embedding table", table)?;
+        self.check_view("embedding ids", ids)?;
+        let out = Tensor::alloc(self, table.dtype, shape)?;
+        let num_ids = ids.numel();
+        if num_ids == 0 || dim == 0 {
+            return Ok(out);
+        }
+        let name = kernel_name!("embedding", table.dtype);
+        let bad = Tensor::from_host(self, &u64::MAX.to_ne_bytes(), DType::I64, vec![1])?;
+        let ids_type = if ids.dtype == DType::I32 { abi::KilnIndexType_KILN_INDEX_I32 } else { abi::KilnIndexType_KILN_INDEX_I64 };
+        let mut p = abi::KilnEmbeddingParams { num_ids: num_ids as u64, vocab: vocab as u64, dim: dim as u64, ids_type: ids_type as u32 };
+        let (mut pt, mut pi, mut po, mut pb) = (table.ptr, ids.ptr, out.ptr(), bad.ptr());
+        let block = row_block(dim, table.dtype).min(256);
+        // SAFETY: embedding_T(KilnEmbeddingParams, const T*, const void*, T*, unsigned long long*).
+        unsafe { self.launch(name, self.rows_grid(num_ids, block), block, 0, &mut args![p, pt, pi, po, pb])? };
+        let first_bad = u64::from_ne_bytes(bad.to_host()?.try_into().expect("8 bytes"));
+        if first_bad != u64::MAX {
+            return Err(Error::Index(format!(
+                "embedding: ids[{first_bad}] (flat index) is outside the table's [0, {vocab}) rows"
+            )));
+        }
+        Ok(out)
+    }
+
+    /// Device-to-device copy of a view into a fresh tensor (cuMemcpyDtoD): the bandwidth
+    /// roof the benchmarks compare kernels with.
+    pub fn copy(&self, x: &View) -> Result<Tensor> {
+        self.check_view("copy x", x)?;
+        let out = Tensor::alloc(self, x.dtype, x.shape.clone())?;
+        if x.nbytes() > 0 {
+            self.bind()?;
+            // SAFETY: both ranges are nbytes long, on this GPU.
+            unsafe { cudarc::driver::result::memcpy_dtod_async(out.ptr(), x.ptr, x.nbytes(), self.stream().cu_stream()) }
+                .map_err(|e| Error::driver("cuMemcpyDtoDAsync", e))?;
+        }
+        Ok(out)
+    }
+}

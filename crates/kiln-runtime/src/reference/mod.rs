@@ -1,0 +1,1 @@
+//! CPU references (filled in below).
