@@ -1,0 +1,165 @@
+//! kiln-doctor: the checks behind `kiln doctor` — the whole Rust+CUDA chain, before a long
+//! build rather than after. A library: it returns a [`Report`]; rendering and the exit code
+//! belong to the `kiln` binary.
+//!
+//! # Check ids (stable; `--json` consumers key on them)
+//!
+//! Several ids repeat once per subject (a GPU, a library file, a runtime library); the
+//! `subject` field then tells the instances apart.
+//!
+//! | id | scope | what it checks |
+//! |----|-------|----------------|
+//! | `pins` | both | where the pins came from: the workspace Cargo.toml above the current directory, `--pins PATH`, or (warn) the pins this kiln was built with |
+//! | `toolchain.nvcc` | build | nvcc found (KILN_NVCC, CUDA_HOME, CUDA_PATH, PATH, `.toolchain/`) and its version equals the pin |
+//! | `toolchain.cuda-targets` | build | `nvcc --list-gpu-code` covers every matrix target (and fatbinary/nvlink sit next to nvcc) |
+//! | `toolchain.host-compiler` | build | nvcc accepts the host compiler: a kernel with host code compiles |
+//! | `toolchain.libclang` | build | libclang loads as bindgen loads it, has the pinned major, and `<stddef.h>` resolves (resource dir) |
+//! | `toolchain.rustc` | build | rustc stable >= the workspace rust-version, or the flake's pinned nightly |
+//! | `toolchain.maturin` | build | maturin found and pinned (missing: warn, only the wheel needs it) |
+//! | `driver.libcuda` | run | `libcuda.so.1` loads (by that exact name), and from where |
+//! | `driver.init` | run | cuInit(0) succeeds (CUDA_ERROR_STUB_LIBRARY = a stub, explained) |
+//! | `driver.version` | run | the driver (cuDriverGetVersion, release from the library's name) is at least `min-driver` |
+//! | `driver.ptx-jit` | run | the driver can JIT the PTX ISA the pinned nvcc emits, when the matrix ships PTX |
+//! | `gpu.devices` | run | the GPUs the driver sees, with their compute capabilities |
+//! | `gpu.coverage` | run | per GPU (subject `GPU n`): SASS in the matrix covers it (ok), only PTX JIT (warn), or nothing (fail) |
+//! | `trap.stub-libcuda` | both | per stub found (subject: its path): the toolkit's stub libcuda where the dynamic loader looks |
+//! | `trap.unversioned-libcuda` | run | what `dlopen("libcuda.so")` would pick, compared with libcuda.so.1 |
+//! | `trap.cuda-home` | build | CUDA_HOME / CUDA_PATH hold the same nvcc version as the nvcc on PATH |
+//! | `trap.runtime-lib` | run | per pinned runtime library (subject: cudart, cublas, cudnn, nccl): its sonames are reachable |
+//! | `link.driver-api` | build | a shared library calling cuMem* links `-lcuda`, and an executable linked against it finds libcuda.so.1 |
+//!
+//! Statuses: `ok`, `warn`, `fail`, and `skip` (a check that could not run because one it
+//! depends on failed). [`Mode::RuntimeOnly`] turns failures of build-scope checks into
+//! warnings (a machine that only runs artifacts); [`Mode::BuildOnly`] does the same for
+//! run-scope checks (a build machine without a GPU).
+//!
+//! # Without a workspace
+//!
+//! Outside a kiln workspace (no Cargo.toml with `[workspace.metadata.kiln]` above the current
+//! directory, and no `--pins`), the doctor uses the pins this kiln binary was built with and
+//! says so (`pins` = warn). An explicit `--pins PATH` that cannot be read is an error
+//! ([`DoctorError`]), not a check.
+//!
+//! # Isolation
+//!
+//! `libcuda.so.1` is loaded into the doctor's own process (as kiln's runtime would load it).
+//! Anything suspect — an unversioned `libcuda.so`, a possible stub, libclang chosen by
+//! environment variables — is loaded only in a child process ([`ProbeCommand`], the kiln
+//! binary re-invoked), so a bad library cannot poison the doctor.
+
+mod coverage;
+mod driver;
+mod env;
+mod gpu;
+mod link;
+mod probe;
+mod report;
+mod toolchain;
+mod traps;
+
+use std::path::{Path, PathBuf};
+
+use kiln_pins::{Pins, PinsError};
+
+pub use coverage::{coverage, ptx_isa_of_cuda, Coverage};
+pub use env::{Env, LoaderPath};
+pub use probe::{child_main as probe_child_main, ProbeCommand};
+pub use report::{Check, Mode, Report, Scope, Status, Summary, SCHEMA};
+
+/// The workspace Cargo.toml this kiln was built from: the fallback pins.
+const BUILT_IN_MANIFEST: &str = include_str!("../../../Cargo.toml");
+
+/// Where the pins come from.
+#[derive(Debug, Clone)]
+pub enum PinsSource {
+    /// The nearest workspace Cargo.toml at or above this directory, else the built-in pins.
+    Discover(PathBuf),
+    /// Exactly this Cargo.toml.
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub mode: Mode,
+    pub pins: PinsSource,
+    pub env: Env,
+    /// How to run isolated probes; None skips the checks that need one.
+    pub probe: Option<ProbeCommand>,
+}
+
+impl Options {
+    pub fn new(mode: Mode, pins: PinsSource) -> Options {
+        Options { mode, pins, env: Env::from_process(), probe: None }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    #[error("--pins {path}: {source}")]
+    Pins { path: PathBuf, source: PinsError },
+}
+
+fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>), DoctorError> {
+    match source {
+        PinsSource::File(path) => {
+            let pins = Pins::load(path).map_err(|source| DoctorError::Pins { path: path.clone(), source })?;
+            let check = Check::ok("pins", Scope::Both, format!("pins from {} (--pins)", path.display()));
+            Ok((pins, check, Some(path.clone())))
+        }
+        PinsSource::Discover(dir) => match Pins::discover(dir) {
+            Ok(pins) => {
+                let check = Check::ok("pins", Scope::Both, format!("pins from {}", pins.manifest.display()));
+                let path = pins.manifest.clone();
+                Ok((pins, check, Some(path)))
+            }
+            Err(e) => {
+                let pins = Pins::parse(BUILT_IN_MANIFEST, Path::new("<built into kiln>")).expect("the workspace's own pins parse");
+                let why = match e {
+                    PinsError::NoWorkspace(_) => e.to_string(),
+                    other => format!("the workspace pins are unusable ({other})"),
+                };
+                let check = Check::warn(
+                    "pins",
+                    Scope::Both,
+                    format!(
+                        "{why}; checking against the pins this kiln was built with (nvcc {}, matrix {}, min-driver {})",
+                        pins.toolchain.nvcc,
+                        pins.matrix.targets().iter().map(|t| t.name()).collect::<Vec<_>>().join(" "),
+                        pins.min_driver
+                    ),
+                )
+                .with_fix("run inside the kiln workspace, or pass --pins path/to/Cargo.toml");
+                Ok((pins, check, None))
+            }
+        },
+    }
+}
+
+/// Runs every check.
+pub fn run(opts: &Options) -> Result<Report, DoctorError> {
+    let (pins, pins_check, pins_path) = resolve_pins(&opts.pins)?;
+    let env = &opts.env;
+    let workspace = pins_path.as_deref().and_then(Path::parent).unwrap_or(Path::new(".")).to_path_buf();
+    let mut checks = vec![pins_check];
+
+    checks.extend(toolchain::nvcc_checks(env, &pins, &workspace));
+    checks.push(toolchain::libclang(env, &pins, &workspace, opts.probe.as_ref()));
+    checks.push(toolchain::rustc(env, &pins));
+    checks.push(toolchain::maturin(env, &pins, &workspace));
+
+    let driver = driver::probe();
+    checks.extend(gpu::checks(&pins, &driver));
+
+    let loader = LoaderPath::from_env(env);
+    checks.extend(traps::libcuda(env, &loader, &driver, opts.probe.as_ref()));
+    checks.push(traps::cuda_home(env));
+    checks.extend(traps::runtime_libs(env, &loader, &pins));
+
+    // The toolkit a build would use: CUDA_HOME, else CUDA_PATH, else the one nvcc lives in.
+    let cuda_home = ["CUDA_HOME", "CUDA_PATH"].iter().find_map(|v| env.get(v).map(PathBuf::from)).or_else(|| {
+        toolchain::locate_nvcc(env, &workspace).ok().and_then(|n| Some(n.parent()?.parent()?.to_path_buf()))
+    });
+    checks.push(link::check(env, cuda_home.as_deref()));
+
+    Ok(Report::new(opts.mode, pins_path.map(|p| p.display().to_string()), checks))
+}

@@ -1,0 +1,113 @@
+//! Isolated probes: things the doctor must not do in its own process (load an unversioned or
+//! suspect `libcuda.so`, load libclang from a path chosen by environment variables) run in a
+//! child — the kiln binary re-invoked with a hidden argument — which prints one JSON line.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::env::Env;
+
+/// The command that runs [`child_main`]: the doctor appends the probe's own arguments.
+#[derive(Debug, Clone)]
+pub struct ProbeCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+/// What `libcuda <path>` reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LibcudaProbe {
+    /// cuInit(0), or None when the file could not be loaded or has no cuInit.
+    pub init: Option<i32>,
+    pub error: Option<String>,
+}
+
+/// What `libclang` reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LibclangProbe {
+    /// The libclang file clang-sys loaded (the one bindgen would use).
+    pub path: Option<PathBuf>,
+    /// clang_getClangVersion, e.g. "clang version 21.1.8".
+    pub version: Option<String>,
+    pub major: Option<u32>,
+    /// None when `#include <stddef.h>` parsed; else clang's diagnostic.
+    pub stddef_error: Option<String>,
+    /// Set when libclang could not be loaded at all.
+    pub error: Option<String>,
+}
+
+/// Runs in the child. `args` are what the parent appended: `libcuda PATH` or `libclang`.
+/// Prints one JSON line on stdout; returns the exit code.
+pub fn child_main(args: &[OsString]) -> i32 {
+    let kind = args.first().and_then(|a| a.to_str());
+    let line = match (kind, args.get(1)) {
+        (Some("libcuda"), Some(path)) => serde_json::to_string(&probe_libcuda(Path::new(path))),
+        (Some("libclang"), None) => serde_json::to_string(&probe_libclang()),
+        _ => {
+            eprintln!("kiln doctor probe: expected `libcuda PATH` or `libclang`, got {args:?}");
+            return 2;
+        }
+    };
+    println!("{}", line.expect("probe results serialize"));
+    0
+}
+
+fn probe_libcuda(path: &Path) -> LibcudaProbe {
+    // SAFETY: this process exists only to load this one file and call cuInit on it.
+    let lib = match unsafe { libloading::Library::new(path) } {
+        Ok(l) => l,
+        Err(e) => return LibcudaProbe { init: None, error: Some(e.to_string()) },
+    };
+    // SAFETY: cuInit(unsigned int) -> CUresult (cuda.h).
+    let init = unsafe { lib.get::<unsafe extern "C" fn(u32) -> i32>(b"cuInit\0") };
+    match init {
+        Ok(f) => LibcudaProbe { init: Some(unsafe { f(0) }), error: None },
+        Err(e) => LibcudaProbe { init: None, error: Some(format!("no cuInit: {e}")) },
+    }
+}
+
+fn probe_libclang() -> LibclangProbe {
+    let mut out = LibclangProbe { path: None, version: None, major: None, stddef_error: None, error: None };
+    // clang-sys finds libclang exactly as bindgen does (LIBCLANG_PATH, then system dirs); its
+    // error is a message, where bindgen would panic.
+    if let Err(e) = clang_sys::load() {
+        out.error = Some(e);
+        return out;
+    }
+    out.path = clang_sys::get_library().map(|l| l.path().to_path_buf());
+    let v = bindgen::clang_version();
+    out.version = Some(v.full.clone());
+    out.major = v.parsed.map(|(m, _)| m);
+    // The header bindgen needs most often from the resource dir; BINDGEN_EXTRA_CLANG_ARGS from
+    // the environment applies, as in the real build.
+    let result = bindgen::Builder::default()
+        .header_contents("kiln_doctor_probe.h", "#include <stddef.h>\ntypedef size_t kiln_doctor_size;\n")
+        .allowlist_type("kiln_doctor_size")
+        .generate();
+    if let Err(e) = result {
+        out.stddef_error = Some(e.to_string());
+    }
+    out
+}
+
+/// Runs a probe in a child with exactly `env`; Err carries what went wrong with the child.
+pub(crate) fn run<T: for<'de> Deserialize<'de>>(probe: &ProbeCommand, env: &Env, extra: &[&std::ffi::OsStr]) -> Result<T, String> {
+    let out = env
+        .command(&probe.program)
+        .args(&probe.args)
+        .args(extra)
+        .output()
+        .map_err(|e| format!("cannot run the probe {}: {e}", probe.program.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
+    match line {
+        Some(l) if out.status.success() => serde_json::from_str(l).map_err(|e| format!("unreadable probe output {l:?}: {e}")),
+        _ => Err(format!(
+            "the probe exited with {} without a result: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+}

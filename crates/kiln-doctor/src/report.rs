@@ -1,0 +1,153 @@
+//! What a check returns: a stable id, a status, one message, the fixes, and whether it is a
+//! build-time or run-time concern (so `--runtime-only` / `--build-only` can soften it).
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    /// Not fatal, but worth knowing (or a failure softened by the mode).
+    Warn,
+    Fail,
+    /// Could not run because a check it depends on failed; the message says which.
+    Skip,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::Skip => "skip",
+        }
+    }
+}
+
+/// Which machines a check matters on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Needed to build (nvcc, libclang, rustc, maturin, link preflight).
+    Build,
+    /// Needed to run (driver, GPUs, runtime libraries).
+    Run,
+    /// Both (pins, loader traps).
+    Both,
+}
+
+/// Which checks may fail the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Everything must pass.
+    Full,
+    /// A machine that only runs artifacts: build-scope failures become warnings.
+    RuntimeOnly,
+    /// A build machine (no GPU expected): run-scope failures become warnings.
+    BuildOnly,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Stable id (see the crate documentation for the list).
+    pub id: &'static str,
+    pub status: Status,
+    /// What this instance is about when an id repeats (a GPU, a library file); else None.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    pub message: String,
+    /// What to do about it; empty when nothing needs doing.
+    pub fix: Vec<String>,
+    pub scope: Scope,
+    /// Set when the mode turned a failure into a warning.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub softened: bool,
+}
+
+impl Check {
+    pub fn new(id: &'static str, scope: Scope, status: Status, message: impl Into<String>) -> Check {
+        Check { id, status, subject: None, message: message.into(), fix: Vec::new(), scope, softened: false }
+    }
+    pub fn ok(id: &'static str, scope: Scope, message: impl Into<String>) -> Check {
+        Check::new(id, scope, Status::Ok, message)
+    }
+    pub fn warn(id: &'static str, scope: Scope, message: impl Into<String>) -> Check {
+        Check::new(id, scope, Status::Warn, message)
+    }
+    pub fn fail(id: &'static str, scope: Scope, message: impl Into<String>) -> Check {
+        Check::new(id, scope, Status::Fail, message)
+    }
+    pub fn skip(id: &'static str, scope: Scope, message: impl Into<String>) -> Check {
+        Check::new(id, scope, Status::Skip, message)
+    }
+    pub fn with_fix(mut self, fix: impl Into<String>) -> Check {
+        self.fix.push(fix.into());
+        self
+    }
+    pub fn with_subject(mut self, subject: impl Into<String>) -> Check {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// Applies the mode: a failure outside the machine's role becomes a warning.
+    pub(crate) fn soften_for(mut self, mode: Mode) -> Check {
+        let outside = matches!((mode, self.scope), (Mode::RuntimeOnly, Scope::Build) | (Mode::BuildOnly, Scope::Run));
+        if outside && self.status == Status::Fail {
+            self.status = Status::Warn;
+            self.softened = true;
+        }
+        self
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Summary {
+    pub ok: usize,
+    pub warn: usize,
+    pub fail: usize,
+    pub skip: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// JSON schema version of this report.
+    pub schema: u32,
+    pub mode: Mode,
+    /// The Cargo.toml the pins came from, or None when the built-in pins were used.
+    pub pins: Option<String>,
+    pub checks: Vec<Check>,
+    pub summary: Summary,
+}
+
+pub const SCHEMA: u32 = 1;
+
+impl Report {
+    pub(crate) fn new(mode: Mode, pins: Option<String>, checks: Vec<Check>) -> Report {
+        let checks: Vec<Check> = checks.into_iter().map(|c| c.soften_for(mode)).collect();
+        let mut summary = Summary::default();
+        for c in &checks {
+            match c.status {
+                Status::Ok => summary.ok += 1,
+                Status::Warn => summary.warn += 1,
+                Status::Fail => summary.fail += 1,
+                Status::Skip => summary.skip += 1,
+            }
+        }
+        Report { schema: SCHEMA, mode, pins, checks, summary }
+    }
+
+    pub fn failed(&self) -> bool {
+        self.summary.fail > 0
+    }
+
+    /// The checks with this id (several for per-GPU or per-file ids).
+    pub fn by_id<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a Check> + 'a {
+        self.checks.iter().filter(move |c| c.id == id)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("report serializes")
+    }
+}

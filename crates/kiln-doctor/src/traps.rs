@@ -1,0 +1,214 @@
+//! Environment traps: the toolkit's stub libcuda where a loader finds it, an unversioned
+//! `libcuda.so` that differs from the driver, CUDA_HOME disagreeing with PATH's nvcc, and
+//! runtime libraries (cuDNN, NCCL, …) missing for the pinned majors.
+
+use std::path::{Component, Path, PathBuf};
+
+use kiln_pins::Pins;
+
+use crate::driver::{Driver, NotLoaded, CUDA_ERROR_STUB_LIBRARY};
+use crate::env::{Env, Found, LoaderPath, Via};
+use crate::probe::{self, LibcudaProbe, ProbeCommand};
+use crate::report::{Check, Scope};
+use crate::toolchain::nvcc_version;
+
+/// Real driver libraries are tens of MB; the toolkit's stub is tens of KB.
+const STUB_MAX_BYTES: u64 = 4 << 20;
+
+/// Why a file is taken for the stub, or None for a real driver.
+fn stub_reason(f: &Found, driver: &Result<Driver, NotLoaded>, probe: Option<&ProbeCommand>, env: &Env) -> Option<String> {
+    if let Ok(d) = driver {
+        if same_file(&f.path, &d.path) {
+            return (d.init == CUDA_ERROR_STUB_LIBRARY).then(|| "its cuInit returns CUDA_ERROR_STUB_LIBRARY".to_string());
+        }
+    }
+    let in_stubs = f.path.components().any(|c| matches!(c, Component::Normal(n) if n == "stubs"));
+    let size = std::fs::metadata(&f.path).map(|m| m.len()).ok();
+    let small = size.is_some_and(|s| s < STUB_MAX_BYTES);
+    if !in_stubs && !small {
+        return None;
+    }
+    // Confirm in a child: loading a suspect library into the doctor itself could poison it.
+    let probed = probe.map(|p| probe::run::<LibcudaProbe>(p, env, &["libcuda".as_ref(), f.path.as_os_str()]));
+    match probed {
+        Some(Ok(LibcudaProbe { init: Some(CUDA_ERROR_STUB_LIBRARY), .. })) => Some("its cuInit returns CUDA_ERROR_STUB_LIBRARY".into()),
+        _ if in_stubs => Some("it sits in a `stubs` directory".into()),
+        Some(Ok(LibcudaProbe { init: Some(_), .. })) => None,
+        _ => Some(format!("it is only {} bytes (a driver is tens of MB)", size.unwrap_or(0))),
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+fn dir_fix(f: &Found) -> String {
+    let dir = f.path.parent().map(|p| p.display().to_string()).unwrap_or_default();
+    match f.via {
+        Via::LdLibraryPath => format!("remove {dir} from LD_LIBRARY_PATH (link against stubs with -L only)"),
+        Via::LdconfigCache => format!("remove {dir} from /etc/ld.so.conf.d/*, then run `ldconfig`"),
+        Via::DefaultDir => format!("delete or move {} (it shadows the driver in a default library directory)", f.path.display()),
+    }
+}
+
+/// `trap.stub-libcuda` (one per stub found) and `trap.unversioned-libcuda`.
+pub fn libcuda(env: &Env, loader: &LoaderPath, driver: &Result<Driver, NotLoaded>, probe: Option<&ProbeCommand>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let mut stubs = 0;
+    for name in ["libcuda.so.1", "libcuda.so"] {
+        for f in loader.find(name) {
+            if let Some(why) = stub_reason(&f, driver, probe, env) {
+                stubs += 1;
+                let effect = if name == "libcuda.so.1" {
+                    "every CUDA program that loads the driver gets it, and every CUDA call fails with CUDA_ERROR_STUB_LIBRARY"
+                } else {
+                    "loaders that try the unversioned name first (cudarc, some dlopen code) get it, and every CUDA call fails with CUDA_ERROR_STUB_LIBRARY"
+                };
+                checks.push(
+                    Check::fail(
+                        "trap.stub-libcuda",
+                        Scope::Both,
+                        format!("{} is the CUDA toolkit's stub ({why}), reachable as {name} through {}: {effect}", f.path.display(), f.via.describe()),
+                    )
+                    .with_fix(dir_fix(&f))
+                    .with_subject(f.path.display().to_string()),
+                );
+            }
+        }
+    }
+    if stubs == 0 {
+        checks.push(Check::ok("trap.stub-libcuda", Scope::Both, "no stub libcuda where the dynamic loader looks (LD_LIBRARY_PATH, ldconfig cache, default dirs)"));
+    }
+    checks.push(unversioned(env, loader, driver, probe));
+    checks
+}
+
+fn unversioned(env: &Env, loader: &LoaderPath, driver: &Result<Driver, NotLoaded>, probe: Option<&ProbeCommand>) -> Check {
+    const ID: &str = "trap.unversioned-libcuda";
+    let Some(first) = loader.find("libcuda.so").into_iter().next() else {
+        return Check::ok(ID, Scope::Run, "no unversioned libcuda.so on the loader path; nothing can pick it before libcuda.so.1");
+    };
+    let picked = format!("dlopen(\"libcuda.so\") — which cudarc and other loaders try before libcuda.so.1 — picks {} ({})", first.path.display(), first.via.describe());
+    if let Some(why) = stub_reason(&first, driver, probe, env) {
+        return Check::fail(ID, Scope::Run, format!("{picked}, the toolkit's stub ({why})"))
+            .with_fix(dir_fix(&first))
+            .with_fix("load the driver as `libcuda.so.1` only (kiln does)");
+    }
+    match driver {
+        Ok(d) if same_file(&first.path, &d.path) => {
+            Check::ok(ID, Scope::Run, format!("{picked}: the same driver as libcuda.so.1"))
+        }
+        Ok(d) => Check::warn(ID, Scope::Run, format!("{picked}, but libcuda.so.1 is {}: two different driver libraries", d.path.display()))
+            .with_fix(dir_fix(&first)),
+        Err(_) => Check::warn(ID, Scope::Run, format!("{picked}, but there is no libcuda.so.1: programs that load the versioned name find no driver"))
+            .with_fix("install the driver's libcuda.so.1 next to it"),
+    }
+}
+
+/// `trap.cuda-home`: CUDA_HOME / CUDA_PATH must be the toolkit of the nvcc on PATH, or
+/// CMake/nvcc builds mix headers and libraries of two releases.
+pub fn cuda_home(env: &Env) -> Check {
+    const ID: &str = "trap.cuda-home";
+    let on_path = env.which("nvcc");
+    let path_version = on_path.as_ref().map(|p| (p, nvcc_version(env, p)));
+    let mut homes = Vec::new();
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(h) = env.get(var) {
+            homes.push((var, PathBuf::from(h)));
+        }
+    }
+    if homes.is_empty() {
+        return Check::ok(ID, Scope::Build, "CUDA_HOME and CUDA_PATH are unset (builds find the toolkit through PATH)");
+    }
+    for (var, home) in &homes {
+        let nvcc = home.join("bin/nvcc");
+        if !nvcc.is_file() {
+            return Check::fail(ID, Scope::Build, format!("{var}={} holds no bin/nvcc", home.display()))
+                .with_fix(format!("point {var} at the pinned toolkit (`source .toolchain/env`) or unset it"));
+        }
+        let home_version = match nvcc_version(env, &nvcc) {
+            Ok(v) => v,
+            Err(e) => return Check::fail(ID, Scope::Build, format!("{var}={}: {e}", home.display())),
+        };
+        if let Some((p, Ok(pv))) = &path_version {
+            if *pv != home_version {
+                return Check::fail(
+                    ID,
+                    Scope::Build,
+                    format!("{var}={} is nvcc {home_version}, but the nvcc on PATH ({}) is {pv}: a build would mix two CUDA releases", home.display(), p.display()),
+                )
+                .with_fix(format!("make them agree: `export {var}={}`, or put {}/bin first on PATH", p.parent().and_then(Path::parent).unwrap_or(Path::new("?")).display(), home.display()));
+            }
+        }
+    }
+    if let [(v1, h1), (v2, h2)] = homes.as_slice() {
+        if !same_file(h1, h2) {
+            return Check::warn(ID, Scope::Build, format!("{v1}={} and {v2}={} differ (same nvcc version)", h1.display(), h2.display()))
+                .with_fix(format!("set both to the same toolkit, or unset {v2}"));
+        }
+    }
+    let (var, home) = &homes[0];
+    let tail = match &path_version {
+        Some((p, Ok(v))) => format!("the nvcc on PATH ({}, {v})", p.display()),
+        _ => "no nvcc on PATH to disagree with".into(),
+    };
+    Check::ok(ID, Scope::Build, format!("{var}={} agrees with {tail}", home.display()))
+}
+
+/// `trap.runtime-lib`, one per pinned runtime library: is each soname reachable at run time —
+/// on the loader path, in CUDA_HOME, or where its PyPI wheel installs it?
+pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
+    let site_dirs = python_site_dirs(env);
+    let cuda_home: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|v| env.get(v).map(PathBuf::from))
+        .flat_map(|h| [h.join("lib64"), h.join("lib")])
+        .collect();
+    let mut checks = Vec::new();
+    for (name, lib) in &pins.runtime {
+        let wheel_dirs: Vec<PathBuf> = site_dirs.iter().map(|s| s.join(&lib.lib_dir)).collect();
+        let mut found = Vec::new();
+        let mut missing = Vec::new();
+        for soname in &lib.sonames {
+            let hit = loader.find(soname).into_iter().next().map(|f| (f.path, f.via.describe().to_string())).or_else(|| {
+                cuda_home.iter().map(|d| (d.join(soname), "CUDA_HOME")).chain(wheel_dirs.iter().map(|d| (d.join(soname), "Python site-packages")))
+                    .find(|(p, _)| p.exists())
+                    .map(|(p, w)| (p, w.to_string()))
+            });
+            match hit {
+                Some((p, via)) => found.push(format!("{soname} at {} ({via})", p.display())),
+                None => missing.push(soname.clone()),
+            }
+        }
+        let check = if missing.is_empty() {
+            Check::ok("trap.runtime-lib", Scope::Run, format!("{name} {}: {}", lib.version, found.join(", ")))
+        } else {
+            Check::warn(
+                "trap.runtime-lib",
+                Scope::Run,
+                format!(
+                    "{name} {} (pinned): {} not found on the loader path, in CUDA_HOME, or in Python's site-packages ({})",
+                    lib.version,
+                    missing.join(", "),
+                    lib.lib_dir
+                ),
+            )
+            .with_fix(format!("`python3 -m pip install {}` (the wheel's Requires-Dist pulls it in too)", lib.requirement()))
+        };
+        checks.push(check.with_subject(name.clone()));
+    }
+    checks
+}
+
+/// sys.path of the python3 on PATH (site-packages where the nvidia-* wheels install).
+fn python_site_dirs(env: &Env) -> Vec<PathBuf> {
+    let Some(py) = env.which("python3") else { return Vec::new() };
+    let out = env.command(py).args(["-c", "import sys; print('\\n'.join(p for p in sys.path if p))"]).output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).lines().map(PathBuf::from).filter(|p| p.is_dir()).collect(),
+        _ => Vec::new(),
+    }
+}
