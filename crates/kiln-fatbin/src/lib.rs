@@ -1,8 +1,10 @@
 //! Reads NVIDIA device code from bytes, never trusting sizes or offsets: split by format.
 //!
+//! - [`container`]: fatbin containers and their entries (cubin / PTX, LZ4 / zstd payloads).
 //! - [`cubin`]: one cubin (a CUDA ELF): its kernel entry points and target arch.
 //! - [`ptx`]: PTX text: `.version` (ISA), `.target` and `.entry` kernels.
 
+pub mod container;
 pub mod cubin;
 pub mod ptx;
 
@@ -13,6 +15,8 @@ pub enum Error {
     Cubin(String),
     #[error("PTX: {0}")]
     Ptx(String),
+    #[error("fatbin: {0}")]
+    Container(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,194 @@
+//! Facts from one ELF file: dynamic linkage, symbol versions, dlopen notes, device code sections.
+
+use object::elf;
+use object::read::elf::{Dyn, FileHeader, SectionHeader, Sym};
+use object::Endianness;
+use serde::Serialize;
+
+type Header = elf::FileHeader64<Endianness>;
+
+/// `.note.dlopen` (FDO "ELF dlopen metadata"): owner "FDO", type 0x407c0c0a, JSON payload.
+const FDO_DLOPEN_NOTE: u32 = 0x407c_0c0a;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ElfFacts {
+    pub machine: u16,
+    pub soname: Option<String>,
+    pub needed: Vec<String>,
+    pub runpath: Vec<String>,
+    pub rpath: Vec<String>,
+    /// Highest GLIBC_x.y required, as (x, y).
+    pub max_glibc: Option<(u32, u32)>,
+    /// Highest GLIBCXX_x.y.z required.
+    pub max_glibcxx: Option<String>,
+    pub undefined_symbols: usize,
+    /// One entry per feature in `.note.dlopen`.
+    pub dlopen: Vec<DlopenFeature>,
+    /// Problems reading `.note.dlopen` (bad JSON etc.).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dlopen_errors: Vec<String>,
+    /// `.nv_fatbin` contents (file offset and bytes are resolved by the caller).
+    #[serde(skip)]
+    pub nv_fatbin: Option<std::ops::Range<usize>>,
+    /// `__nv_relfatbin` present: relocatable device code, never loaded by the driver.
+    pub has_relfatbin: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct DlopenFeature {
+    #[serde(default)]
+    pub feature: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// "required", "recommended" or "suggested" (default "recommended").
+    #[serde(default)]
+    pub priority: Option<String>,
+    /// Alternatives: any one of them satisfies the feature.
+    pub soname: Vec<String>,
+}
+
+pub fn is_elf(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x7fELF")
+}
+
+/// Reads an ELF; errors are messages (the caller turns them into findings).
+pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
+    if data.get(4) == Some(&elf::ELFCLASS32) {
+        return Err("32-bit ELF: not analysed (CUDA wheels are 64-bit)".into());
+    }
+    let header = Header::parse(data).map_err(|e| e.to_string())?;
+    let endian = header.endian().map_err(|e| e.to_string())?;
+    let sections = header.sections(endian, data).map_err(|e| e.to_string())?;
+    let mut facts = ElfFacts { machine: header.e_machine(endian), ..Default::default() };
+
+    for section in sections.iter() {
+        if section.sh_type(endian) == elf::SHT_DYNAMIC {
+            let Some((dyns, link)) = section.dynamic(endian, data).map_err(|e| e.to_string())? else { continue };
+            let strings = sections.strings(endian, data, link).map_err(|e| e.to_string())?;
+            for d in dyns {
+                let tag = d.d_tag(endian) as u32;
+                let text = || -> Result<String, String> {
+                    let s = d.string(endian, strings).map_err(|e| format!("dynamic string: {e}"))?;
+                    Ok(String::from_utf8_lossy(s).into_owned())
+                };
+                match tag {
+                    elf::DT_NEEDED => facts.needed.push(text()?),
+                    elf::DT_SONAME => facts.soname = Some(text()?),
+                    elf::DT_RUNPATH => facts.runpath.extend(text()?.split(':').filter(|s| !s.is_empty()).map(String::from)),
+                    elf::DT_RPATH => facts.rpath.extend(text()?.split(':').filter(|s| !s.is_empty()).map(String::from)),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    if let Some((mut verneed, link)) = sections.gnu_verneed(endian, data).map_err(|e| e.to_string())? {
+        let strings = sections.strings(endian, data, link).map_err(|e| e.to_string())?;
+        while let Some((_, mut aux)) = verneed.next().map_err(|e| e.to_string())? {
+            while let Some(vernaux) = aux.next().map_err(|e| e.to_string())? {
+                let name = vernaux.name(endian, strings).map_err(|e| e.to_string())?;
+                let name = String::from_utf8_lossy(name);
+                if let Some(v) = name.strip_prefix("GLIBC_") {
+                    if let Some(v) = parse_major_minor(v) {
+                        facts.max_glibc = facts.max_glibc.max(Some(v));
+                    }
+                } else if let Some(v) = name.strip_prefix("GLIBCXX_") {
+                    let newer = match &facts.max_glibcxx {
+                        None => true,
+                        Some(cur) => version_key(v) > version_key(cur),
+                    };
+                    if newer && !v.is_empty() {
+                        facts.max_glibcxx = Some(v.to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    if let Ok(symbols) = sections.symbols(endian, data, elf::SHT_DYNSYM) {
+        facts.undefined_symbols = symbols
+            .iter()
+            .skip(1)
+            .filter(|s| s.st_shndx(endian) == elf::SHN_UNDEF && s.st_name(endian) != 0)
+            .count();
+    }
+
+    for section in sections.iter() {
+        let name = sections.section_name(endian, section).unwrap_or(b"");
+        match name {
+            b".nv_fatbin" if section.sh_type(endian) != elf::SHT_NOBITS => {
+                let (off, size) = section.file_range(endian).ok_or("`.nv_fatbin` has no file range")?;
+                let start = usize::try_from(off).map_err(|_| "`.nv_fatbin` offset overflows")?;
+                let end = usize::try_from(size)
+                    .ok()
+                    .and_then(|s| start.checked_add(s))
+                    .filter(|&e| e <= data.len())
+                    .ok_or_else(|| format!("`.nv_fatbin` ({size} bytes at {off}) runs past the end of the file ({} bytes)", data.len()))?;
+                facts.nv_fatbin = Some(start..end);
+            }
+            b"__nv_relfatbin" => facts.has_relfatbin = true,
+            _ if section.sh_type(endian) == elf::SHT_NOTE => {
+                let Ok(Some(mut notes)) = section.notes(endian, data) else { continue };
+                loop {
+                    match notes.next() {
+                        Ok(Some(note)) => {
+                            if note.name() == b"FDO" && note.n_type(endian) == FDO_DLOPEN_NOTE {
+                                read_dlopen_note(note.desc(), &mut facts);
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            facts.dlopen_errors.push(format!("note section: {e}"));
+                            break;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(facts)
+}
+
+fn read_dlopen_note(desc: &[u8], facts: &mut ElfFacts) {
+    let end = desc.iter().position(|&b| b == 0).unwrap_or(desc.len());
+    match serde_json::from_slice::<Vec<DlopenFeature>>(&desc[..end]) {
+        Ok(features) => facts.dlopen.extend(features),
+        Err(e) => facts.dlopen_errors.push(format!("`.note.dlopen` JSON: {e}")),
+    }
+}
+
+fn parse_major_minor(v: &str) -> Option<(u32, u32)> {
+    let mut parts = v.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().map(|m| m.parse().ok()).unwrap_or(Some(0))?;
+    Some((major, minor))
+}
+
+fn version_key(v: &str) -> Vec<u32> {
+    v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_test_binary() {
+        // The test executable itself is a real dynamically linked ELF.
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let facts = read(&exe).unwrap();
+        assert!(facts.needed.iter().any(|n| n.starts_with("libc.so")), "{:?}", facts.needed);
+        assert!(facts.max_glibc.unwrap() >= (2, 2));
+        assert!(facts.undefined_symbols > 0);
+    }
+
+    #[test]
+    fn garbage_and_truncation_are_errors_not_panics() {
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        for cut in [0, 4, 16, 63, 64, 100, 4096] {
+            let _ = read(&exe[..cut.min(exe.len())]);
+        }
+        assert!(read(b"\x7fELF").is_err());
+    }
+}

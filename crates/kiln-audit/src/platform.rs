@@ -1,0 +1,116 @@
+//! What the target platform provides: manylinux system libraries, the NVIDIA driver's
+//! libraries, and the glibc ceiling of each platform tag.
+
+/// Libraries every manylinux platform provides (PEP 600 / auditwheel policy lists).
+const MANYLINUX_LIBS: &[&str] = &[
+    "libc.so.6",
+    "libm.so.6",
+    "libdl.so.2",
+    "librt.so.1",
+    "libpthread.so.0",
+    "libutil.so.1",
+    "libcrypt.so.1",
+    "libnsl.so.1",
+    "libresolv.so.2",
+    "libgcc_s.so.1",
+    "libstdc++.so.6",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+    "libGL.so.1",
+    "libX11.so.6",
+    "libXext.so.6",
+    "libXrender.so.1",
+    "libICE.so.6",
+    "libSM.so.6",
+    "libglib-2.0.so.0",
+    "libgobject-2.0.so.0",
+    "libgthread-2.0.so.0",
+    "libz.so.1",
+    "libexpat.so.1",
+];
+
+/// Installed by the NVIDIA driver, matching the kernel module: never bundle these.
+const DRIVER_LIBS: &[&str] = &[
+    "libcuda.so.1",
+    "libnvidia-ml.so.1",
+    "libnvidia-ptxjitcompiler.so.1",
+    "libnvidia-nvvm.so.4",
+    "libcudadebugger.so.1",
+    "libnvcuvid.so.1",
+    "libnvidia-encode.so.1",
+    "libnvidia-opencl.so.1",
+    "libnvidia-fatbinaryloader.so",
+];
+
+pub fn is_system_lib(soname: &str) -> bool {
+    MANYLINUX_LIBS.contains(&soname)
+}
+
+pub fn is_driver_lib(soname: &str) -> bool {
+    DRIVER_LIBS.contains(&soname)
+}
+
+/// The unversioned development name of a driver library (`libcuda.so`), which exists only
+/// as a link-time stub in the toolkit; at run time only `libcuda.so.1` is there.
+pub fn driver_stub_for(soname: &str) -> Option<&'static str> {
+    DRIVER_LIBS.iter().copied().find(|d| d.rsplit_once(".so").is_some_and(|(base, _)| format!("{base}.so") == soname) && *d != soname)
+}
+
+/// A member path looks like a bundled driver library (any `libcuda.so*`, `libnvidia-ml.so*` …).
+pub fn bundled_driver_lib(file_name: &str) -> Option<&'static str> {
+    DRIVER_LIBS.iter().copied().find(|d| {
+        let base = d.split(".so").next().unwrap_or(d);
+        file_name == base.to_string() + ".so" || file_name.starts_with(&format!("{base}.so."))
+    })
+}
+
+pub fn is_libpython(soname: &str) -> bool {
+    soname.starts_with("libpython")
+}
+
+/// Highest glibc a platform tag allows: manylinux_2_28_x86_64 -> (2, 28); legacy aliases too.
+/// None for non-Linux or unknown tags (musllinux is not glibc).
+pub fn glibc_ceiling(platform: &str) -> Option<(u32, u32)> {
+    if platform.starts_with("manylinux1_") {
+        return Some((2, 5));
+    }
+    if platform.starts_with("manylinux2010_") {
+        return Some((2, 12));
+    }
+    if platform.starts_with("manylinux2014_") {
+        return Some((2, 17));
+    }
+    let rest = platform.strip_prefix("manylinux_")?;
+    let mut parts = rest.splitn(3, '_');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    parts.next()?;
+    Some((major, minor))
+}
+
+/// The platform part of "py-abi-platform".
+pub fn platform_of(tag: &str) -> &str {
+    tag.rsplit('-').next().unwrap_or(tag)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ceilings() {
+        assert_eq!(glibc_ceiling("manylinux_2_28_x86_64"), Some((2, 28)));
+        assert_eq!(glibc_ceiling("manylinux2014_aarch64"), Some((2, 17)));
+        assert_eq!(glibc_ceiling("linux_x86_64"), None);
+        assert_eq!(glibc_ceiling("manylinux_2_x86"), None);
+    }
+
+    #[test]
+    fn driver_names() {
+        assert_eq!(driver_stub_for("libcuda.so"), Some("libcuda.so.1"));
+        assert_eq!(driver_stub_for("libcuda.so.1"), None);
+        assert_eq!(bundled_driver_lib("libcuda.so.1"), Some("libcuda.so.1"));
+        assert_eq!(bundled_driver_lib("libcuda.so.580.95"), Some("libcuda.so.1"));
+        assert_eq!(bundled_driver_lib("libcudart.so.13"), None);
+    }
+}

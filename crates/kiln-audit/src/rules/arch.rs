@@ -1,0 +1,137 @@
+//! arch/* and fatbin/*: SASS for every expected target (per ELF and per kernel), PTX exactly
+//! where expected, PTX ISA within the oldest driver's reach.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kiln_pins::{Arch, Variant};
+
+use crate::finding::{finding, Finding};
+use crate::input::Artifact;
+use crate::policy::Policy;
+
+fn fatbin_variant(v: Variant) -> &'static str {
+    match v {
+        Variant::Plain => "",
+        Variant::ArchSpecific => "a",
+        Variant::Family => "f",
+    }
+}
+
+fn sass_name(a: &Arch) -> String {
+    format!("sm_{}{}", a.number(), fatbin_variant(a.variant))
+}
+fn ptx_name(a: &Arch) -> String {
+    format!("compute_{}{}", a.number(), fatbin_variant(a.variant))
+}
+
+pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) {
+    let mut any_device_code = false;
+    for b in &artifact.binaries {
+        if let Some(e) = &b.device_error {
+            any_device_code = true;
+            findings.push(finding(
+                "fatbin/malformed",
+                &b.path,
+                format!("`.nv_fatbin` cannot be read: {e}"),
+                "rebuild the library; the driver would reject this device code (cudaErrorInvalidKernelImage)",
+            ));
+        }
+        let Some(dev) = &b.device else { continue };
+        any_device_code = true;
+        for e in dev.entries.iter().filter(|e| e.error.is_some()) {
+            findings.push(finding(
+                "fatbin/bad-entry",
+                &b.path,
+                format!("{} entry at offset {}: {}", e.target, e.offset, e.error.as_deref().unwrap_or("")),
+                "rebuild the library; this entry cannot be loaded",
+            ));
+        }
+        let sass: BTreeSet<&str> = dev.entries.iter().filter(|e| e.kind == "cubin").map(|e| e.target.as_str()).collect();
+        let ptx: BTreeSet<&str> = dev.entries.iter().filter(|e| e.kind == "ptx").map(|e| e.target.as_str()).collect();
+
+        if let Some(expected) = &policy.expect_sass {
+            let want: Vec<String> = expected.iter().map(sass_name).collect();
+            for w in &want {
+                if !sass.contains(w.as_str()) {
+                    let near: Vec<&&str> = sass.iter().filter(|s| s.trim_end_matches(['a', 'f']) == w.trim_end_matches(['a', 'f'])).collect();
+                    let note = if near.is_empty() { String::new() } else { format!(" (has {near:?}: variants are not interchangeable)") };
+                    findings.push(finding(
+                        "arch/missing-sass",
+                        &b.path,
+                        format!("no SASS for {w}{note}; present: {sass:?}"),
+                        format!("add -gencode arch=compute_{0},code={w} (or the matrix entry) and rebuild", w.trim_start_matches("sm_")),
+                    ));
+                }
+            }
+            // Per kernel: a target that exists in this ELF must carry every kernel.
+            let mut kernels_by_target: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+            for e in dev.entries.iter().filter(|e| e.kind == "cubin") {
+                kernels_by_target.entry(e.target.as_str()).or_default().extend(e.kernels.iter().map(String::as_str));
+            }
+            let all: BTreeSet<&str> = kernels_by_target.values().flatten().copied().collect();
+            for w in want.iter().filter(|w| sass.contains(w.as_str())) {
+                let have = &kernels_by_target[w.as_str()];
+                let missing: Vec<&&str> = all.iter().filter(|k| !have.contains(*k)).collect();
+                if !missing.is_empty() {
+                    let shown: Vec<&&&str> = missing.iter().take(5).collect();
+                    findings.push(finding(
+                        "arch/kernel-missing-sass",
+                        &b.path,
+                        format!("{} kernel(s) have no {w} SASS though other kernels do: {shown:?}{}", missing.len(), if missing.len() > 5 { " …" } else { "" }),
+                        "compile every kernel source for every target (one translation unit was built with fewer -gencode flags)",
+                    ));
+                }
+            }
+            for s in &sass {
+                if !want.iter().any(|w| w == s) {
+                    findings.push(finding("arch/extra-sass", &b.path, format!("SASS for {s}, which the policy does not list"), "nothing to fix unless the size matters"));
+                }
+            }
+        }
+        if let Some(expected) = &policy.expect_ptx {
+            let want: Vec<String> = expected.iter().map(ptx_name).collect();
+            for w in &want {
+                if !ptx.contains(w.as_str()) {
+                    findings.push(finding(
+                        "arch/missing-ptx",
+                        &b.path,
+                        format!("no PTX for {w}: GPUs newer than the matrix get no JIT fallback; present: {ptx:?}"),
+                        format!("add -gencode arch={w},code={w} (matrix entry `+PTX`) and rebuild"),
+                    ));
+                }
+            }
+            for p in &ptx {
+                if !want.iter().any(|w| w == p) {
+                    findings.push(finding(
+                        "arch/unexpected-ptx",
+                        &b.path,
+                        format!("PTX for {p}, which the policy does not list"),
+                        "drop the compute_XX code= target, or add `+PTX` to that matrix entry",
+                    ));
+                }
+            }
+        }
+        if let (Some(max), Some(driver)) = (policy.max_ptx_isa(), policy.min_driver) {
+            for e in dev.entries.iter().filter(|e| e.kind == "ptx") {
+                if let Some(isa) = e.ptx_isa_num {
+                    if isa > max {
+                        findings.push(finding(
+                            "arch/ptx-isa-too-new",
+                            &b.path,
+                            format!("{} PTX has ISA {}.{}; driver {driver} JITs at most {}.{} (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)", e.target, isa.0, isa.1, max.0, max.1),
+                            "build the PTX with the nvcc matching the oldest driver (the pinned toolkit)",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if !any_device_code && (policy.expect_sass.as_ref().is_some_and(|v| !v.is_empty()) || policy.expect_ptx.as_ref().is_some_and(|v| !v.is_empty())) {
+        findings.push(finding(
+            "arch/no-device-code",
+            "",
+            "the policy expects device code, but no binary has a `.nv_fatbin` section".into(),
+            "check that the kernels are linked into the extension (kiln-kernels embeds them in .nv_fatbin)",
+        ));
+    }
+}

@@ -1,0 +1,368 @@
+//! Fatbin containers: the `.nv_fatbin` section of an ELF holds one or more of them back to back.
+//!
+//! Layout (little endian, read from real nvcc 13 / CUDA 12 output, see shared/FACTS.md):
+//! container header: u32 magic 0xBA55ED50, u16 version, u16 header size, u64 payload size;
+//! then entries, each: u16 kind (1 PTX, 2 ELF), u16, u32 header size, u64 payload size,
+//! u32 compressed size, u32, u16 minor, u16 major, u32 arch, u32, u32, u64 flags, u64,
+//! u64 decompressed size, and possibly more header bytes. Every size and offset is checked
+//! against the input before use: a hostile container yields [`Error::Container`].
+
+use std::borrow::Cow;
+use std::io::Read;
+
+use crate::{Error, Result};
+
+pub const MAGIC: u32 = 0xBA55_ED50;
+const CONTAINER_HEADER: usize = 16;
+/// The fixed part of an entry header we read; real headers are 64..=144 bytes.
+const ENTRY_HEADER_MIN: usize = 64;
+
+/// Entry flag bits seen on real fatbins.
+pub const FLAG_COMPRESSED_LEGACY: u64 = 0x2000;
+pub const FLAG_COMPRESSED: u64 = 0x8000;
+pub const FLAG_ARCH_SPECIFIC: u64 = 0x10_0000;
+pub const FLAG_FAMILY: u64 = 0x20_0000;
+
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+/// No single cubin or PTX is anywhere near this; a header that claims more is hostile.
+pub const MAX_DECOMPRESSED: u64 = 1 << 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EntryKind {
+    Ptx,
+    Elf,
+    /// Anything else (e.g. LTO IR); kept so the report can name it.
+    Other(u16),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Variant {
+    Plain,
+    /// `a`: arch-specific (sm_90a)
+    ArchSpecific,
+    /// `f`: family (sm_100f)
+    Family,
+}
+
+impl Variant {
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Variant::Plain => "",
+            Variant::ArchSpecific => "a",
+            Variant::Family => "f",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compression {
+    None,
+    Lz4,
+    Zstd,
+}
+
+/// One entry (a cubin, a PTX text, or other) with its payload still as stored.
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    /// Offset of the entry header from the start of the bytes given to [`parse`].
+    pub offset: usize,
+    pub kind: EntryKind,
+    /// Compute capability number: 90 for sm_90a, 120 for compute_120.
+    pub sm: u32,
+    pub variant: Variant,
+    pub flags: u64,
+    /// (major, minor) from the header: the PTX ISA for PTX entries, the ELF ABI for cubins.
+    pub version: (u16, u16),
+    pub compression: Compression,
+    /// Size after decompression as the header claims (the stored size when uncompressed).
+    pub decompressed_size: u64,
+    /// The stored bytes (compressed payload when compressed; trailing padding trimmed).
+    pub payload: &'a [u8],
+}
+
+impl Entry<'_> {
+    /// "sm_90a" for a cubin, "compute_120" for PTX, "kind7_80" for unknown kinds.
+    pub fn target(&self) -> String {
+        let prefix = match self.kind {
+            EntryKind::Elf => "sm".to_string(),
+            EntryKind::Ptx => "compute".to_string(),
+            EntryKind::Other(k) => format!("kind{k}"),
+        };
+        format!("{prefix}_{}{}", self.sm, self.variant.suffix())
+    }
+
+    /// The payload as the driver sees it; PTX has its trailing NULs removed.
+    pub fn decompress(&self) -> Result<Cow<'_, [u8]>> {
+        let bad = |m: String| Error::Container(format!("entry at offset {}: {m}", self.offset));
+        let out: Cow<[u8]> = match self.compression {
+            Compression::None => Cow::Borrowed(self.payload),
+            Compression::Zstd => {
+                // Stream with a cap so a lying header cannot make us allocate gigabytes.
+                let mut out = Vec::new();
+                let decoder = zstd::stream::read::Decoder::with_buffer(self.payload)
+                    .map_err(|e| bad(format!("zstd: {e}")))?;
+                decoder
+                    .take(self.decompressed_size + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| bad(format!("zstd: {e}")))?;
+                if out.len() as u64 != self.decompressed_size {
+                    return Err(bad(format!(
+                        "zstd payload decompressed to {} bytes, header says {}",
+                        out.len(),
+                        self.decompressed_size
+                    )));
+                }
+                Cow::Owned(out)
+            }
+            Compression::Lz4 => {
+                // LZ4 cannot expand more than ~255x; beyond that the header lies.
+                let ceiling = (self.payload.len() as u64).saturating_mul(255) + 64;
+                if self.decompressed_size > ceiling {
+                    return Err(bad(format!(
+                        "LZ4 header claims {} bytes from {} compressed bytes",
+                        self.decompressed_size,
+                        self.payload.len()
+                    )));
+                }
+                let mut out = vec![0u8; self.decompressed_size as usize];
+                let n = lz4_flex::block::decompress_into(self.payload, &mut out)
+                    .map_err(|e| bad(format!("LZ4: {e}")))?;
+                if n as u64 != self.decompressed_size {
+                    return Err(bad(format!("LZ4 payload decompressed to {n} bytes, header says {}", self.decompressed_size)));
+                }
+                Cow::Owned(out)
+            }
+        };
+        if self.kind == EntryKind::Ptx {
+            let end = out.iter().position(|&b| b == 0).unwrap_or(out.len());
+            return Ok(match out {
+                Cow::Borrowed(b) => Cow::Borrowed(&b[..end]),
+                Cow::Owned(mut v) => {
+                    v.truncate(end);
+                    Cow::Owned(v)
+                }
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// One fatbin container.
+#[derive(Debug, Clone)]
+pub struct Container<'a> {
+    pub offset: usize,
+    pub version: u16,
+    pub entries: Vec<Entry<'a>>,
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+}
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+}
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+}
+
+/// True when `bytes` starts with a fatbin container header.
+pub fn is_fatbin(bytes: &[u8]) -> bool {
+    u32_at(bytes, 0) == Some(MAGIC)
+}
+
+/// Every container in `bytes` (a whole `.nv_fatbin` section or one fatbin file), in order.
+/// Zero padding between containers is skipped; anything else is an error.
+pub fn parse(bytes: &[u8]) -> Result<Vec<Container<'_>>> {
+    let mut containers = Vec::new();
+    let mut at = 0usize;
+    loop {
+        while at < bytes.len() && bytes[at] == 0 {
+            at += 1;
+        }
+        if at >= bytes.len() {
+            break;
+        }
+        let (container, end) = parse_one(bytes, at)?;
+        containers.push(container);
+        at = end;
+    }
+    if containers.is_empty() {
+        return Err(Error::Container("no fatbin container (empty or all-zero section)".into()));
+    }
+    Ok(containers)
+}
+
+/// Reads the container at `at`; returns it and the offset just past it.
+fn parse_one(bytes: &[u8], at: usize) -> Result<(Container<'_>, usize)> {
+    let bad = |m: String| Error::Container(format!("container at offset {at}: {m}"));
+    let magic = u32_at(bytes, at).ok_or_else(|| bad("truncated header".into()))?;
+    if magic != MAGIC {
+        return Err(bad(format!("bad magic {magic:#010x} (expected {MAGIC:#010x})")));
+    }
+    let version = u16_at(bytes, at + 4).ok_or_else(|| bad("truncated header".into()))?;
+    let header_size = u16_at(bytes, at + 6).ok_or_else(|| bad("truncated header".into()))? as usize;
+    let payload_size = u64_at(bytes, at + 8).ok_or_else(|| bad("truncated header".into()))?;
+    if header_size < CONTAINER_HEADER {
+        return Err(bad(format!("header size {header_size} < {CONTAINER_HEADER}")));
+    }
+    let start = at + header_size;
+    let end = usize::try_from(payload_size)
+        .ok()
+        .and_then(|p| start.checked_add(p))
+        .filter(|&e| e <= bytes.len())
+        .ok_or_else(|| {
+            bad(format!(
+                "truncated: header says {payload_size} payload bytes, only {} remain",
+                bytes.len().saturating_sub(start)
+            ))
+        })?;
+    let mut entries = Vec::new();
+    let mut e = start;
+    while e < end {
+        // Trailing zero padding inside the container is allowed.
+        if bytes[e..end].iter().all(|&b| b == 0) {
+            break;
+        }
+        let (entry, next) = parse_entry(bytes, e, end)?;
+        entries.push(entry);
+        e = next;
+    }
+    Ok((Container { offset: at, version, entries }, end))
+}
+
+fn parse_entry(bytes: &[u8], at: usize, end: usize) -> Result<(Entry<'_>, usize)> {
+    let bad = |m: String| Error::Container(format!("entry at offset {at}: {m}"));
+    if end - at < ENTRY_HEADER_MIN {
+        return Err(bad(format!("truncated header ({} bytes left in container)", end - at)));
+    }
+    let h = &bytes[at..end];
+    let kind = match u16_at(h, 0).unwrap_or(0) {
+        1 => EntryKind::Ptx,
+        2 => EntryKind::Elf,
+        k => EntryKind::Other(k),
+    };
+    let header_size = u32_at(h, 4).unwrap_or(0) as usize;
+    let size = u64_at(h, 8).unwrap_or(0);
+    let compressed_size = u32_at(h, 16).unwrap_or(0) as u64;
+    let minor = u16_at(h, 24).unwrap_or(0);
+    let major = u16_at(h, 26).unwrap_or(0);
+    let sm = u32_at(h, 28).unwrap_or(0);
+    let flags = u64_at(h, 40).unwrap_or(0);
+    let decompressed = u64_at(h, 56).unwrap_or(0);
+    if header_size < ENTRY_HEADER_MIN || header_size > h.len() {
+        return Err(bad(format!("header size {header_size} outside {ENTRY_HEADER_MIN}..={}", h.len())));
+    }
+    let payload_start = header_size;
+    let payload_end = usize::try_from(size)
+        .ok()
+        .and_then(|s| payload_start.checked_add(s))
+        .filter(|&p| p <= h.len())
+        .ok_or_else(|| {
+            bad(format!("payload of {size} bytes runs past the container end ({} left)", h.len() - payload_start))
+        })?;
+    let stored = &h[payload_start..payload_end];
+    let compressed = flags & (FLAG_COMPRESSED | FLAG_COMPRESSED_LEGACY) != 0;
+    let (compression, payload, decompressed_size) = if compressed {
+        let len = compressed_size.min(stored.len() as u64) as usize;
+        if compressed_size > stored.len() as u64 {
+            return Err(bad(format!("compressed size {compressed_size} > stored payload {}", stored.len())));
+        }
+        if decompressed > MAX_DECOMPRESSED {
+            return Err(bad(format!("decompressed size {decompressed} exceeds {MAX_DECOMPRESSED}")));
+        }
+        let payload = &stored[..len];
+        let c = if payload.starts_with(&ZSTD_MAGIC) { Compression::Zstd } else { Compression::Lz4 };
+        (c, payload, decompressed)
+    } else {
+        (Compression::None, stored, stored.len() as u64)
+    };
+    let variant = if flags & FLAG_FAMILY != 0 {
+        Variant::Family
+    } else if flags & FLAG_ARCH_SPECIFIC != 0 {
+        Variant::ArchSpecific
+    } else {
+        Variant::Plain
+    };
+    let entry = Entry {
+        offset: at,
+        kind,
+        sm,
+        variant,
+        flags,
+        version: (major, minor),
+        compression,
+        decompressed_size,
+        payload,
+    };
+    Ok((entry, at + payload_end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container(entries: &[Vec<u8>]) -> Vec<u8> {
+        let body: Vec<u8> = entries.concat();
+        let mut out = Vec::new();
+        out.extend_from_slice(&MAGIC.to_le_bytes());
+        out.extend_from_slice(&1u16.to_le_bytes());
+        out.extend_from_slice(&16u16.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    fn entry(kind: u16, sm: u32, flags: u64, payload: &[u8], csize: u32, dsize: u64) -> Vec<u8> {
+        let mut h = vec![0u8; 64];
+        h[0..2].copy_from_slice(&kind.to_le_bytes());
+        h[4..8].copy_from_slice(&64u32.to_le_bytes());
+        h[8..16].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+        h[16..20].copy_from_slice(&csize.to_le_bytes());
+        h[28..32].copy_from_slice(&sm.to_le_bytes());
+        h[40..48].copy_from_slice(&flags.to_le_bytes());
+        h[56..64].copy_from_slice(&dsize.to_le_bytes());
+        h.extend_from_slice(payload);
+        h
+    }
+
+    #[test]
+    fn reads_entries_variants_and_compression() {
+        let ptx = b".version 9.0\n.target sm_120\n";
+        let lz = lz4_flex::block::compress(ptx);
+        let zs = zstd::bulk::compress(ptx, 3).unwrap();
+        let bytes = container(&[
+            entry(2, 90, FLAG_ARCH_SPECIFIC, b"\x7fELF....", 0, 0),
+            entry(1, 120, FLAG_COMPRESSED_LEGACY, &lz, lz.len() as u32, ptx.len() as u64),
+            entry(1, 100, FLAG_COMPRESSED | FLAG_FAMILY, &zs, zs.len() as u32, ptx.len() as u64),
+        ]);
+        let mut two = bytes.clone();
+        two.extend_from_slice(&[0; 8]);
+        two.extend_from_slice(&bytes);
+        let cs = parse(&two).unwrap();
+        assert_eq!(cs.len(), 2);
+        let e = &cs[1].entries;
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[0].target(), "sm_90a");
+        assert_eq!(e[1].compression, Compression::Lz4);
+        assert_eq!(&*e[1].decompress().unwrap(), ptx);
+        assert_eq!(e[2].target(), "compute_100f");
+        assert_eq!(&*e[2].decompress().unwrap(), ptx);
+    }
+
+    #[test]
+    fn truncation_and_lies_are_errors() {
+        let bytes = container(&[entry(2, 80, 0, &[1; 100], 0, 0)]);
+        for cut in 1..bytes.len() {
+            assert!(parse(&bytes[..cut]).is_err(), "cut at {cut} accepted");
+        }
+        let mut lying = bytes.clone();
+        lying[16 + 8] = 0xff; // entry payload size
+        assert!(parse(&lying).is_err());
+        let huge = container(&[entry(1, 80, FLAG_COMPRESSED, &[0x10, 0x41], 2, 1 << 40)]);
+        assert!(parse(&huge).is_err());
+        let liar = container(&[entry(1, 80, FLAG_COMPRESSED, &[0x10, 0x41], 2, 1 << 20)]);
+        assert!(parse(&liar).unwrap()[0].entries[0].decompress().is_err());
+        assert!(parse(&[0u8; 32]).is_err());
+        assert!(parse(b"garbage!").is_err());
+    }
+}

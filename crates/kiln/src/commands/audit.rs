@@ -1,0 +1,258 @@
+//! `kiln audit INPUT`: runs kiln-audit and renders its report (human, --json or --quiet).
+//! Exit: 0 clean, 1 findings at or above --fail-on, 2 input or policy unreadable.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use kiln_audit::coverage::Coverage;
+use kiln_audit::{Options, Policy, Report, Severity};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A wheel (.whl), a shared library / executable, or a directory (unpacked wheel, site-packages).
+    pub input: PathBuf,
+    /// Take the expectations from a workspace Cargo.toml's [workspace.metadata.kiln].
+    #[arg(long, value_name = "CARGO_TOML")]
+    pub policy: Option<PathBuf>,
+    /// SASS targets every binary with device code must carry, e.g. 80,86,89,90,100,120 (90a, 100f exact).
+    #[arg(long, value_name = "LIST")]
+    pub expect_sass: Option<String>,
+    /// PTX targets that must be present, and the only ones allowed, e.g. 120.
+    #[arg(long, value_name = "LIST")]
+    pub expect_ptx: Option<String>,
+    /// Oldest driver (major version) that must JIT the PTX, e.g. 580.
+    #[arg(long, value_name = "MAJOR")]
+    pub min_driver: Option<u32>,
+    /// Platform tag whose glibc ceiling applies, e.g. manylinux_2_28_x86_64.
+    #[arg(long, value_name = "TAG")]
+    pub platform: Option<String>,
+    /// Print the report as JSON (docs/audit-json-schema.md).
+    #[arg(long, conflicts_with = "quiet")]
+    pub json: bool,
+    /// Print nothing; the exit code says it all.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Lowest severity that makes the exit code 1.
+    #[arg(long, value_enum, default_value = "error")]
+    pub fail_on: FailOn,
+    /// Skip decompressing cubins (no kernel names, no per-kernel rule): headers only.
+    #[arg(long)]
+    pub no_kernels: bool,
+    /// Largest wheel member read, in bytes (zip-bomb guard).
+    #[arg(long, default_value_t = 4 << 30)]
+    pub max_member_size: u64,
+    /// Show every coverage row (default: the first 12 per binary).
+    #[arg(long)]
+    pub full: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum FailOn {
+    Error,
+    Warning,
+    Info,
+    Never,
+}
+
+pub fn run(args: Args) -> i32 {
+    let policy = match build_policy(&args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kiln audit: {e}");
+            return 2;
+        }
+    };
+    let opts = Options { list_kernels: !args.no_kernels, max_member_size: args.max_member_size, ..Options::default() };
+    let progress = Bar::new(args.quiet || args.json);
+    let report = match kiln_audit::audit(&args.input, &policy, &opts, &progress) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kiln audit: {e}");
+            return 2;
+        }
+    };
+    let threshold = match args.fail_on {
+        FailOn::Error => Some(Severity::Error),
+        FailOn::Warning => Some(Severity::Warning),
+        FailOn::Info => Some(Severity::Info),
+        FailOn::Never => None,
+    };
+    let failed = matches!((report.worst(), threshold), (Some(w), Some(t)) if w >= t);
+    let mut out = std::io::stdout().lock();
+    let written = if args.quiet {
+        Ok(())
+    } else if args.json {
+        serde_json::to_writer_pretty(&mut out, &report).map_err(std::io::Error::other).and_then(|_| writeln!(out))
+    } else {
+        render(&mut out, &report, failed, args.full)
+    };
+    if let Err(e) = written {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("kiln audit: writing the report: {e}");
+            return 2;
+        }
+    }
+    i32::from(failed)
+}
+
+fn build_policy(args: &Args) -> Result<Policy, String> {
+    let mut policy = match &args.policy {
+        Some(path) => Policy::from_pins(&kiln_pins::Pins::load(path).map_err(|e| e.to_string())?),
+        None => Policy::default(),
+    };
+    if let Some(list) = &args.expect_sass {
+        policy.expect_sass = Some(kiln_audit::policy::parse_arch_list(list).map_err(|e| format!("--expect-sass: {e}"))?);
+    }
+    if let Some(list) = &args.expect_ptx {
+        policy.expect_ptx = Some(kiln_audit::policy::parse_arch_list(list).map_err(|e| format!("--expect-ptx: {e}"))?);
+    }
+    if let Some(d) = args.min_driver {
+        if kiln_pins::max_ptx_isa_for_driver(d).is_none() {
+            return Err(format!("--min-driver {d}: older than any driver in kiln's driver/PTX ISA table"));
+        }
+        policy.min_driver = Some(d);
+    }
+    if let Some(p) = &args.platform {
+        if kiln_audit::platform::glibc_ceiling(p).is_none() {
+            return Err(format!("--platform {p:?}: not a manylinux platform tag (e.g. manylinux_2_28_x86_64)"));
+        }
+        policy.platform = Some(p.clone());
+    }
+    Ok(policy)
+}
+
+/// A byte progress bar on stderr, shown only for inputs over 64 MiB on a terminal.
+struct Bar {
+    bar: indicatif::ProgressBar,
+    silent: bool,
+}
+
+impl Bar {
+    fn new(silent: bool) -> Bar {
+        Bar { bar: indicatif::ProgressBar::hidden(), silent }
+    }
+}
+
+impl kiln_audit::Progress for Bar {
+    fn begin(&self, total: u64, what: &str) {
+        if self.silent || total < (64 << 20) {
+            return;
+        }
+        self.bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        self.bar.set_length(total);
+        self.bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        self.bar.set_message(what.to_string());
+    }
+    fn advance(&self, bytes: u64) {
+        self.bar.inc(bytes);
+    }
+    fn end(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn width() -> usize {
+    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).filter(|&w| w >= 60).unwrap_or(100)
+}
+
+fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io::Result<()> {
+    let c = &r.counts;
+    let verdict = if failed { "FAIL" } else if c.errors + c.warnings > 0 { "PASS (with findings below the threshold)" } else { "PASS" };
+    writeln!(out, "{verdict}: {} — {} error(s), {} warning(s), {} note(s)", r.input, c.errors, c.warnings, c.infos)?;
+    writeln!(
+        out,
+        "  {:?}: {} binaries, {} with device code; {} fatbin containers, {} cubins, {} PTX, {} kernels",
+        r.kind, c.binaries, c.binaries_with_device_code, c.fatbin_containers, c.cubins, c.ptx, c.kernels
+    )?;
+    if r.policy.is_empty() {
+        writeln!(out, "  no policy: facts and policy-free rules only (use --policy or --expect-sass/--expect-ptx/--min-driver/--platform)")?;
+    }
+    if !r.findings.is_empty() {
+        writeln!(out, "\nFindings")?;
+        for f in &r.findings {
+            let file = if f.file.is_empty() { String::new() } else { format!("  {}", f.file) };
+            writeln!(out, "  {:<7} {}{file}", f.severity.as_str(), f.rule)?;
+            writeln!(out, "          {}", f.message)?;
+            writeln!(out, "          fix: {}", f.fix)?;
+        }
+    }
+    writeln!(out, "\nBinaries")?;
+    for b in &r.binaries {
+        let mut line = format!("  {}", b.path);
+        if let Some(elf) = &b.elf {
+            let unresolved = r.linkage.iter().filter(|l| l.file == b.path && l.via == "unresolved").count();
+            let glibc = elf.max_glibc.map(|(a, b)| format!(" GLIBC_{a}.{b}")).unwrap_or_default();
+            line += &format!("  NEEDED {} ({} unresolved){glibc}", elf.needed.len(), unresolved);
+            if !elf.runpath.is_empty() || !elf.rpath.is_empty() {
+                line += &format!(" RUNPATH {}", elf.runpath.iter().chain(&elf.rpath).cloned().collect::<Vec<_>>().join(":"));
+            }
+            if !elf.dlopen.is_empty() {
+                line += &format!(" dlopen-notes {}", elf.dlopen.len());
+            }
+        } else if b.device.is_none() {
+            line += "  (unreadable)";
+        }
+        if let Some(d) = &b.device {
+            let isas: std::collections::BTreeSet<&str> = d.entries.iter().filter_map(|e| e.ptx_isa.as_deref()).collect();
+            line += &format!(
+                " | fatbin: {} containers, {} cubins, {} PTX{}",
+                d.containers,
+                d.entries.iter().filter(|e| e.kind == "cubin").count(),
+                d.entries.iter().filter(|e| e.kind == "ptx").count(),
+                if isas.is_empty() { String::new() } else { format!(" (ISA {})", isas.into_iter().collect::<Vec<_>>().join(",")) }
+            );
+        }
+        writeln!(out, "{line}")?;
+    }
+    for cov in &r.coverage {
+        render_coverage(out, cov, full)?;
+    }
+    Ok(())
+}
+
+/// Kernel x target matrix; identical rows folded; columns wrap to fit the terminal.
+fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io::Result<()> {
+    if cov.rows.is_empty() {
+        return Ok(());
+    }
+    let short: Vec<String> =
+        cov.targets.iter().map(|t| t.strip_prefix("sm_").map(String::from).unwrap_or_else(|| t.replace("compute_", "ptx"))).collect();
+    let colw = short.iter().map(|s| s.len()).max().unwrap_or(3).max(3) + 1;
+    let total_w = width();
+    let label_w = 36.min(total_w / 2);
+    let per_line = ((total_w - label_w - 2) / colw).max(1);
+    let kernels: usize = cov.rows.iter().map(|r| r.kernels.len()).sum();
+    writeln!(out, "\nCoverage: {} ({} kernels, {} distinct target sets; x = present)", cov.file, kernels, cov.rows.len())?;
+    let shown = if full { cov.rows.len() } else { cov.rows.len().min(12) };
+    for chunk_start in (0..short.len()).step_by(per_line) {
+        let cols = chunk_start..(chunk_start + per_line).min(short.len());
+        write!(out, "  {:<label_w$}", "kernels")?;
+        for s in &short[cols.clone()] {
+            write!(out, "{s:>colw$}")?;
+        }
+        writeln!(out)?;
+        for row in &cov.rows[..shown] {
+            let first = &row.kernels[0];
+            let more = if row.kernels.len() > 1 { format!(" +{}", row.kernels.len() - 1) } else { String::new() };
+            let room = label_w.saturating_sub(more.len() + 1);
+            let name: String = if first.chars().count() > room {
+                first.chars().take(room.saturating_sub(1)).collect::<String>() + "…"
+            } else {
+                first.clone()
+            };
+            write!(out, "  {:<label_w$}", format!("{name}{more}"))?;
+            for p in &row.present[cols.clone()] {
+                write!(out, "{:>colw$}", if *p { "x" } else { "-" })?;
+            }
+            writeln!(out)?;
+        }
+    }
+    if shown < cov.rows.len() {
+        writeln!(out, "  … {} more target sets (--full shows all)", cov.rows.len() - shown)?;
+    }
+    Ok(())
+}

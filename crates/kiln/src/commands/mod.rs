@@ -1,0 +1,4 @@
+//! One module per subcommand; each exposes `Args` (clap) and `run(Args) -> i32` (exit code).
+
+pub mod audit;
+pub mod doctor;
