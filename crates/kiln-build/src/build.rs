@@ -174,16 +174,18 @@ impl KernelBuild {
         let pairs: Vec<(LinkJob, PathBuf)> =
             link_jobs.iter().cloned().zip(linked.iter().map(|o| o.output.clone())).collect();
         fatbin::combine(&tk, &pairs, &fatbin_path)?;
-        let manifest_path = self.out_dir.join("kernels.manifest.json");
-        std::fs::write(&manifest_path, manifest.to_json()).map_err(io("writing the manifest"))?;
-
         let abi = if self.bindgen {
             let out = self.out_dir.join("kiln_abi.rs");
-            abi::generate(&self.pins, &include_dir, &out)?;
+            manifest.provenance.clang = abi::generate(&self.pins, &include_dir, &out)?;
             Some(out)
         } else {
             None
         };
+        let clang = std::mem::take(&mut manifest.provenance.clang);
+        manifest.provenance = crate::provenance::collect(self.pins.root(), &*self.env, self.cargo);
+        manifest.provenance.clang = clang;
+        let manifest_path = self.out_dir.join("kernels.manifest.json");
+        std::fs::write(&manifest_path, manifest.to_json()).map_err(io("writing the manifest"))?;
 
         let summary = Summary {
             sources: sources.len(),

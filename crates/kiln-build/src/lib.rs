@@ -22,6 +22,7 @@ pub mod fatbin;
 pub mod jobs;
 pub mod manifest;
 pub mod pool;
+pub mod provenance;
 pub mod report;
 pub mod toolkit;
 

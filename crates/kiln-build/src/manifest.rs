@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use kiln_manifest::{Manifest, TargetKernels, Toolchain, SCHEMA};
+use kiln_manifest::{Manifest, Provenance, TargetKernels, Toolchain, SCHEMA};
 use kiln_pins::{Pins, TargetKind};
 
 use crate::error::BuildError;
@@ -31,6 +31,7 @@ pub fn new(pins: &Pins, nvcc_version: &str, flags: &[String], sources: Vec<Strin
         flags: flags.to_vec(),
         sources,
         targets: Vec::new(),
+        provenance: Provenance::default(),
     }
 }
 

@@ -32,6 +32,20 @@ pub struct Toolchain {
     pub nccl: String,
 }
 
+/// Where and with what the build ran. Nothing here may vary between two clean builds of the
+/// same commit (no time stamps, no paths): the wheel must be byte-identical.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Provenance {
+    /// Git commit of the sources ("unknown" outside a checkout).
+    pub commit: String,
+    /// Uncommitted changes to tracked files when the build ran.
+    pub dirty: bool,
+    /// `rustc --version` of the compiler cargo used.
+    pub rustc: String,
+    /// libclang version bindgen loaded ("" when bindgen did not run).
+    pub clang: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Manifest {
     pub schema: u32,
@@ -44,6 +58,8 @@ pub struct Manifest {
     /// kernels/ sources, relative names.
     pub sources: Vec<String>,
     pub targets: Vec<TargetKernels>,
+    #[serde(default)]
+    pub provenance: Provenance,
 }
 
 impl Manifest {
