@@ -33,7 +33,13 @@ static NCCL: OnceLock<std::result::Result<Library, Error>> = OnceLock::new();
 
 fn open_global(soname: &str) -> std::result::Result<Library, String> {
     // SAFETY: loading a library runs its initialisers; these are NVIDIA's own libraries.
-    unsafe { Library::open(Some(soname), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| e.to_string())
+    unsafe { Library::open(Some(soname), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| {
+        // libloading's Display is only "dlopen failed"; dlerror's text is its source.
+        match std::error::Error::source(&e) {
+            Some(s) => s.to_string(),
+            None => e.to_string(),
+        }
+    })
 }
 
 fn library_path() -> String {
