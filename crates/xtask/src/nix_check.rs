@@ -128,6 +128,10 @@ pub fn run(args: Args) -> Result<()> {
             "test doubles match the real crane and rust-overlay",
             &|| real_surface(&tools, &flake, crane, ro),
         );
+        step(
+            "flake outputs evaluate with the REAL crane and rust-overlay",
+            &|| eval_real_inputs(&tools, &flake),
+        );
     }
 
     let failed: Vec<&Step> = steps.iter().filter(|s| s.result.is_err()).collect();
@@ -182,6 +186,19 @@ impl Flake {
             }
         }
         let is_git = root.join(".git").exists();
+        if !is_git {
+            // A plain directory is copied into the store whole, build outputs and all (and a
+            // private store under .toolchain/ would then contain itself).
+            for big in [".toolchain", "target"] {
+                if root.join(big).exists() {
+                    bail!(
+                        "{} is not a git checkout and holds {big}/, which nix would copy into the store; \
+                         check a git checkout, or a copy without {big}/",
+                        root.display()
+                    );
+                }
+            }
+        }
         let nix_files = if is_git {
             git_nix_files(root)?
         } else {
@@ -419,6 +436,69 @@ fn real_surface(
     } else {
         bail!("{}", problems.join("\n"))
     }
+}
+
+/// Every flake output with crane and rust-overlay as flake.lock has them (the real sources,
+/// resolvable offline once `check_real_hashes` added them to the store) and, for nixpkgs, the
+/// double extended by the lib and scope functions those two read
+/// (checks/nix/real-inputs/nixpkgs-shim). The nightly then comes out of the real rust-overlay
+/// (its real component URLs and hashes), and the crates out of the real crane (its real
+/// vendoring of Cargo.lock, dependency-only build, clippy/fmt/nextest derivations).
+fn eval_real_inputs(tools: &tools::Tools, flake: &Flake) -> Result<String> {
+    let shim = match flake.flake_ref.strip_prefix("path:") {
+        Some(p) => format!("path:{p}?dir=checks/nix/real-inputs/nixpkgs-shim"),
+        None => format!(
+            "git+file://{}?dir=checks/nix/real-inputs/nixpkgs-shim",
+            flake.root.display()
+        ),
+    };
+    let base = [
+        "--offline",
+        "--no-write-lock-file",
+        "--override-input",
+        "nixpkgs",
+        &shim,
+    ];
+    let out = tools
+        .nix()
+        .args(["flake", "check", "--no-build", "--all-systems"])
+        .args(base)
+        .arg(&flake.flake_ref)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "nix flake check --no-build (real crane and rust-overlay): {}",
+            nix_error(&out)
+        );
+    }
+    let checked = String::from_utf8_lossy(&out.stderr)
+        .matches("derivation evaluated to")
+        .count();
+    let eval = |attr: &str, apply: Option<&str>| -> Result<String> {
+        let mut cmd = tools.nix();
+        cmd.args(["eval", "--raw"])
+            .args(base)
+            .arg(format!("{}#{attr}", flake.flake_ref));
+        if let Some(f) = apply {
+            cmd.args(["--apply", f]);
+        }
+        let out = cmd.output()?;
+        if !out.status.success() {
+            bail!(
+                "nix eval {attr} (real crane and rust-overlay): {}",
+                nix_error(&out)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let shell = format!("devShells.{EVAL_SYSTEM}.default");
+    let drv = eval(&format!("{shell}.drvPath"), None)?;
+    let wheel = eval(&format!("packages.{EVAL_SYSTEM}.wheel.drvPath"), None)?;
+    let rust = eval(
+        &format!("{shell}.nativeBuildInputs"),
+        Some("l: (builtins.head l).name"),
+    )?;
+    Ok(format!("{checked} derivations; {shell} = {drv} (with {rust}); packages.{EVAL_SYSTEM}.wheel = {wheel}"))
 }
 
 /// The part of Nix's stderr that says what went wrong: from the last `error:` on, without the

@@ -9,15 +9,18 @@ let
     rust.rustcTarget = { x86_64-linux = "x86_64-unknown-linux-gnu"; aarch64-linux = "aarch64-unknown-linux-gnu"; }.${system};
   };
   tool = name: final.stdenv.mkDerivation { pname = name; version = "0"; };
+  scope = import ./scope.nix final;
 in
 {
-  lib = prev.lib // import ./lib-extra.nix;
-  callPackage = fn: args:
-    let
-      f = if builtins.isFunction fn then fn else import fn;
-      auto = builtins.intersectAttrs (builtins.functionArgs f) final;
-    in
-    f (auto // args);
+  lib = prev.lib // import ./lib-extra.nix // { inherit (scope) makeScope extends; };
+  inherit (scope) newScope makeScopeWithSplicing';
+  callPackage = scope.callPackageWith final;
+  splicePackages = _: throw "splicePackages: not needed without cross-compilation";
+  pkgsBuildBuild = final;
+  pkgsBuildHost = final;
+  pkgsBuildTarget = final;
+  pkgsHostTarget = final;
+  pkgs = final;
   stdenv = prev.stdenv // {
     hostPlatform = platform final.system;
     targetPlatform = platform final.system;
@@ -56,4 +59,18 @@ in
   rustc = tool "rustc";
   makeWrapper = tool "make-wrapper";
   libsecret = tool "libsecret";
+
+  # What the real crane reads.
+  writeText = name: text: final.stdenv.mkDerivation { inherit name text; passAsFile = [ "text" ]; };
+  makeSetupHook = { name, ... }@args: script:
+    final.stdenv.mkDerivation (builtins.removeAttrs args [ "substitutions" "passthru" "meta" ] // {
+      inherit name script;
+      substitutions = builtins.toJSON (builtins.mapAttrs (_: toString) (args.substitutions or { }));
+    });
+  runCommandLocal = final.runCommand;
+  jq = tool "jq";
+  cargo-llvm-cov = tool "cargo-llvm-cov";
+  writableTmpDirAsHomeHook = tool "writable-tmpdir-as-home-hook";
+  rustPlatform.buildRustPackage = { pname, version, src, ... }@args:
+    final.stdenv.mkDerivation (builtins.removeAttrs args [ "cargoLock" ] // { inherit pname version src; });
 }
