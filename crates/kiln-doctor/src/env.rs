@@ -95,6 +95,9 @@ pub struct LoaderPath {
 }
 
 /// The multiarch and lib64 directories glibc's loader tries after its cache.
+#[cfg(target_arch = "aarch64")]
+const DEFAULT_DIRS: &[&str] = &["/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
+#[cfg(not(target_arch = "aarch64"))]
 const DEFAULT_DIRS: &[&str] = &["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
 
 impl LoaderPath {

@@ -82,6 +82,9 @@ pub enum PinsSource {
 pub struct Options {
     pub mode: Mode,
     pub pins: PinsSource,
+    /// What the checks read (PATH, CUDA_HOME, LD_LIBRARY_PATH for the trap scan, …) and what
+    /// child processes get. The in-process `libcuda.so.1` load is the exception: the dynamic
+    /// loader read this process's own LD_LIBRARY_PATH when it started.
     pub env: Env,
     /// How to run isolated probes; None skips the checks that need one.
     pub probe: Option<ProbeCommand>,

@@ -172,6 +172,7 @@ pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
         let wheel_dirs: Vec<PathBuf> = site_dirs.iter().map(|s| s.join(&lib.lib_dir)).collect();
         let mut found = Vec::new();
         let mut missing = Vec::new();
+        let mut other_release = Vec::new();
         for soname in &lib.sonames {
             let hit = loader.find(soname).into_iter().next().map(|f| (f.path, f.via.describe().to_string())).or_else(|| {
                 cuda_home.iter().map(|d| (d.join(soname), "CUDA_HOME")).chain(wheel_dirs.iter().map(|d| (d.join(soname), "Python site-packages")))
@@ -179,11 +180,23 @@ pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
                     .map(|(p, w)| (p, w.to_string()))
             });
             match hit {
-                Some((p, via)) => found.push(format!("{soname} at {} ({via})", p.display())),
+                Some((p, via)) => {
+                    if let Some(v) = file_version(&p, soname).filter(|v| !same_release(v, &lib.version)) {
+                        other_release.push(format!("{soname} at {} is {v}", p.display()));
+                    }
+                    found.push(format!("{soname} at {} ({via})", p.display()))
+                }
                 None => missing.push(soname.clone()),
             }
         }
-        let check = if missing.is_empty() {
+        let check = if missing.is_empty() && !other_release.is_empty() {
+            Check::warn(
+                "trap.runtime-lib",
+                Scope::Run,
+                format!("{name}: {} (kiln pins {})", other_release.join(", "), lib.version),
+            )
+            .with_fix(format!("`python3 -m pip install {}`, and put its lib dir first", lib.requirement()))
+        } else if missing.is_empty() {
             Check::ok("trap.runtime-lib", Scope::Run, format!("{name} {}: {}", lib.version, found.join(", ")))
         } else {
             Check::warn(
@@ -203,6 +216,21 @@ pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
     checks
 }
 
+/// The release a library file's real name carries beyond its soname: libcudnn.so.9 ->
+/// libcudnn.so.9.27.0 gives "9.27.0"; None when the file is named by the soname only (wheels).
+fn file_version(path: &Path, soname: &str) -> Option<String> {
+    let real = std::fs::canonicalize(path).ok()?;
+    let name = real.file_name()?.to_str()?;
+    let stem = soname.split(".so.").next()?;
+    let v = name.strip_prefix(stem)?.strip_prefix(".so.")?;
+    (v.split('.').count() >= 2 && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))).then(|| v.to_string())
+}
+
+/// Same major.minor ("9.27.0" vs the pin "9.27.0.42").
+fn same_release(found: &str, pinned: &str) -> bool {
+    found.split('.').take(2).eq(pinned.split('.').take(2))
+}
+
 /// sys.path of the python3 on PATH (site-packages where the nvidia-* wheels install).
 fn python_site_dirs(env: &Env) -> Vec<PathBuf> {
     let Some(py) = env.which("python3") else { return Vec::new() };
@@ -210,5 +238,23 @@ fn python_site_dirs(env: &Env) -> Vec<PathBuf> {
     match out {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).lines().map(PathBuf::from).filter(|p| p.is_dir()).collect(),
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_library_release_from_its_real_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("libcudnn.so.9.10.2"), b"x").unwrap();
+        std::os::unix::fs::symlink("libcudnn.so.9.10.2", dir.path().join("libcudnn.so.9")).unwrap();
+        let v = file_version(&dir.path().join("libcudnn.so.9"), "libcudnn.so.9").unwrap();
+        assert_eq!(v, "9.10.2");
+        assert!(!same_release(&v, "9.27.0.42"));
+        assert!(same_release("9.27.0", "9.27.0.42"));
+        std::fs::write(dir.path().join("libnccl.so.2"), b"x").unwrap();
+        assert_eq!(file_version(&dir.path().join("libnccl.so.2"), "libnccl.so.2"), None);
     }
 }

@@ -144,3 +144,25 @@ fn unreadable_pins_exit_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/Cargo.toml"), "{err}");
 }
+
+#[test]
+fn gpu_machine_names_each_gpu_its_capability_and_coverage() {
+    let out = kiln().args(["doctor", "--json", "--runtime-only"]).output().unwrap();
+    let r = json(&out);
+    let init = &checks(&r, "driver.init")[0];
+    if init["status"] != "ok" {
+        println!("skipped: no usable NVIDIA driver and GPU here ({})", init["message"]);
+        return;
+    }
+    let gpus = checks(&r, "gpu.coverage");
+    assert!(!gpus.is_empty(), "a working driver but no gpu.coverage: {r}");
+    for g in gpus {
+        let msg = g["message"].as_str().unwrap();
+        assert!(msg.starts_with("GPU ") && msg.contains("(sm_"), "{msg}");
+        // The default matrix lists 9.0: an H100/H200 must be covered by its own SASS.
+        if msg.contains("(sm_90") {
+            assert_eq!(g["status"], "ok", "{g}");
+            assert!(msg.contains("SASS sm_90 in the matrix covers it"), "{msg}");
+        }
+    }
+}
