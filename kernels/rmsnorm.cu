@@ -1,8 +1,13 @@
 // RMSNorm over the last dimension: one block per row (grid-stride over rows), a block-wide
-// sum of squares in f32, then a second pass over the row (an L1/L2 hit) that scales by the
-// weight. 16-byte packs when the pointers are aligned and cols is a multiple of the pack.
+// sum of squares in f32, then the row scaled by the weight. With 16-byte packs (pointers
+// aligned, cols a multiple of the pack) and rows of up to CACHE packs per thread, the row stays
+// in registers between the two steps, so x is read from memory once; otherwise the second
+// step re-reads the row (an L1/L2 hit).
 #include "kiln_abi.h"
 #include "kiln_dtype.cuh"
+
+// Packs per thread kept in registers on the single-read path.
+#define CACHE 4
 
 template <typename T>
 __device__ void rmsnorm(KilnRmsnormParams p, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ out) {
@@ -14,6 +19,32 @@ __device__ void rmsnorm(KilnRmsnormParams p, const T* __restrict__ x, const T* _
         const T* xr = x + row * cols;
         T* outr = out + row * cols;
         float ss = 0.0f;
+        const uint64_t packs = cols / N;
+        if (vec && packs <= (uint64_t)CACHE * blockDim.x) {
+            kiln::Pack<T> cache[CACHE];
+#pragma unroll
+            for (int k = 0; k < CACHE; ++k) {
+                const uint64_t i = threadIdx.x + (uint64_t)k * blockDim.x;
+                if (i < packs) {
+                    cache[k] = kiln::load_pack(xr, i);
+#pragma unroll
+                    for (int e = 0; e < N; ++e) { const float f = kiln::to_float(cache[k].v[e]); ss += f * f; }
+                }
+            }
+            const float scale = rsqrtf(kiln::block_sum(ss, scratch) / (float)cols + p.eps);
+#pragma unroll
+            for (int k = 0; k < CACHE; ++k) {
+                const uint64_t i = threadIdx.x + (uint64_t)k * blockDim.x;
+                if (i < packs) {
+                    const kiln::Pack<T> g = kiln::load_pack(w, i);
+                    kiln::Pack<T> o;
+#pragma unroll
+                    for (int e = 0; e < N; ++e) o.v[e] = kiln::from_float<T>(kiln::to_float(cache[k].v[e]) * scale * kiln::to_float(g.v[e]));
+                    kiln::store_pack(outr, i, o);
+                }
+            }
+            continue;
+        }
         if (vec) {
             for (uint64_t i = threadIdx.x; i < cols / N; i += blockDim.x) {
                 const kiln::Pack<T> v = kiln::load_pack(xr, i);

@@ -1,6 +1,8 @@
 // Numerically stable softmax over the last dimension: one block per row (grid-stride over
-// rows). Pass 1 keeps a running (max, sum of exp(x - max)) per thread — one read of the row —
-// merged across the block; pass 2 re-reads the row (an L1/L2 hit) and writes exp(x - max) / sum.
+// rows). Pass 1 keeps a running (max, sum of exp(x - max)) per thread, merged across the
+// block; pass 2 writes exp(x - max) / sum. With 16-byte packs and rows of up to CACHE packs
+// per thread the row stays in registers between the passes (x read from memory once);
+// otherwise pass 2 re-reads the row (an L1/L2 hit).
 #include <math.h>
 #include "kiln_abi.h"
 #include "kiln_dtype.cuh"
@@ -38,6 +40,9 @@ __device__ __forceinline__ void block_merge(float& m, float& s, float* scratch_m
 
 }  // namespace
 
+// Packs per thread kept in registers on the single-read path.
+#define CACHE 4
+
 template <typename T>
 __device__ void softmax(KilnSoftmaxParams p, const T* __restrict__ x, T* __restrict__ out) {
     __shared__ float scratch_m[32], scratch_s[32];
@@ -48,6 +53,32 @@ __device__ void softmax(KilnSoftmaxParams p, const T* __restrict__ x, T* __restr
         const T* xr = x + row * cols;
         T* outr = out + row * cols;
         float m = -INFINITY, s = 0.0f;
+        const uint64_t packs = cols / N;
+        if (vec && packs <= (uint64_t)CACHE * blockDim.x) {
+            kiln::Pack<T> cache[CACHE];
+#pragma unroll
+            for (int k = 0; k < CACHE; ++k) {
+                const uint64_t i = threadIdx.x + (uint64_t)k * blockDim.x;
+                if (i < packs) {
+                    cache[k] = kiln::load_pack(xr, i);
+#pragma unroll
+                    for (int e = 0; e < N; ++e) online_add(m, s, kiln::to_float(cache[k].v[e]));
+                }
+            }
+            block_merge(m, s, scratch_m, scratch_s);
+            const float inv = 1.0f / s;
+#pragma unroll
+            for (int k = 0; k < CACHE; ++k) {
+                const uint64_t i = threadIdx.x + (uint64_t)k * blockDim.x;
+                if (i < packs) {
+                    kiln::Pack<T> o;
+#pragma unroll
+                    for (int e = 0; e < N; ++e) o.v[e] = kiln::from_float<T>(expf(kiln::to_float(cache[k].v[e]) - m) * inv);
+                    kiln::store_pack(outr, i, o);
+                }
+            }
+            continue;
+        }
         if (vec) {
             for (uint64_t i = threadIdx.x; i < cols / N; i += blockDim.x) {
                 const kiln::Pack<T> v = kiln::load_pack(xr, i);

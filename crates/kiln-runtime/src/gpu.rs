@@ -37,8 +37,9 @@ struct Module {
     raw: sys::CUmodule,
     functions: Mutex<HashMap<&'static str, Function>>,
 }
+/// A kernel and the most threads per block it can launch with (its register use decides).
 #[derive(Clone, Copy)]
-struct Function(sys::CUfunction);
+struct Function(sys::CUfunction, u32);
 unsafe impl Send for Module {}
 unsafe impl Sync for Module {}
 unsafe impl Send for Function {}
@@ -137,6 +138,18 @@ impl Gpu {
         Ok((a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? as u32, a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32))
     }
 
+    /// The driver's CUDA version (e.g. 13000 for 13.0), from `cuDriverGetVersion`.
+    pub fn driver_version() -> Result<i32> {
+        loader::driver()?;
+        let mut v = 0i32;
+        // SAFETY: writes one int.
+        let r = unsafe { sys::cuDriverGetVersion(&mut v) };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(Error::driver("cuDriverGetVersion", result::DriverError(r)));
+        }
+        Ok(v)
+    }
+
     /// Waits for all work on this GPU's context.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
@@ -145,10 +158,6 @@ impl Gpu {
 
     pub(crate) fn stream(&self) -> &Arc<CudaStream> {
         &self.inner.stream
-    }
-
-    pub(crate) fn context(&self) -> &Arc<CudaContext> {
-        &self.inner.ctx
     }
 
     pub(crate) fn blas_slot(&self) -> &Mutex<Option<crate::blas::Blas>> {
@@ -194,17 +203,28 @@ impl Gpu {
         Ok(())
     }
 
-    fn function(&self, name: &'static str) -> Result<sys::CUfunction> {
+    fn function(&self, name: &'static str) -> Result<Function> {
         let mut map = self.inner.module.functions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = map.get(name) {
-            return Ok(f.0);
+            return Ok(*f);
         }
         let c = CString::new(name).map_err(|_| Error::Driver { call: "cuModuleGetFunction".into(), message: "bad name".into() })?;
         // SAFETY: the module is loaded for the lifetime of Inner.
         let f = unsafe { result::module::get_function(self.inner.module.raw, c) }
             .map_err(|e| Error::Driver { call: format!("cuModuleGetFunction({name})"), message: driver_message(e) })?;
-        map.insert(name, Function(f));
-        Ok(f)
+        // SAFETY: f is a valid function of the loaded module.
+        let max = unsafe { result::function::get_function_attribute(f, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) }
+            .map_err(|e| Error::Driver { call: format!("cuFuncGetAttribute({name})"), message: driver_message(e) })?;
+        let func = Function(f, max.max(32) as u32);
+        map.insert(name, func);
+        Ok(func)
+    }
+
+    /// `wanted` threads per block, lowered (to whole warps) to what kernel `name` can launch
+    /// with on this GPU: a block-per-row kernel may use more registers than 1024 threads allow.
+    pub(crate) fn block_for(&self, name: &'static str, wanted: u32) -> Result<u32> {
+        let max = self.function(name)?.1 / 32 * 32;
+        Ok(wanted.min(max).max(32))
     }
 
     /// Launches kernel `name` on the default stream. `args` point at the kernel's parameters,
@@ -214,7 +234,7 @@ impl Gpu {
     /// The argument types and the memory they point to must match the kernel.
     pub(crate) unsafe fn launch(&self, name: &'static str, grid: u32, block: u32, shared: u32, args: &mut [*mut c_void]) -> Result<()> {
         self.bind()?;
-        let f = self.function(name)?;
+        let f = self.function(name)?.0;
         result::launch_kernel(f, (grid.max(1), 1, 1), (block, 1, 1), shared, self.inner.stream.cu_stream(), args)
             .map_err(|e| Error::Driver { call: format!("cuLaunchKernel({name})"), message: driver_message(e) })
     }

@@ -52,6 +52,7 @@ pub mod note;
 mod ops;
 pub mod reference;
 mod tensor;
+pub mod timing;
 pub mod validate;
 
 pub use dtype::DType;

@@ -122,7 +122,7 @@ impl Gpu {
             let name = kernel_name!("rmsnorm", x.dtype);
             let mut p = abi::KilnRmsnormParams { rows: rows as u64, cols: cols as u64, eps };
             let (mut px, mut pw, mut po) = (x.ptr, weight.ptr, out.ptr());
-            let block = row_block(cols, x.dtype);
+            let block = self.block_for(name, row_block(cols, x.dtype))?;
             // SAFETY: rmsnorm_T(KilnRmsnormParams, const T*, const T*, T*).
             unsafe { self.launch(name, self.rows_grid(rows, block), block, 0, &mut args![p, px, pw, po])? };
         }
@@ -138,7 +138,7 @@ impl Gpu {
             let name = kernel_name!("softmax", x.dtype);
             let mut p = abi::KilnSoftmaxParams { rows: rows as u64, cols: cols as u64 };
             let (mut px, mut po) = (x.ptr, out.ptr());
-            let block = row_block(cols, x.dtype);
+            let block = self.block_for(name, row_block(cols, x.dtype))?;
             // SAFETY: softmax_T(KilnSoftmaxParams, const T*, T*).
             unsafe { self.launch(name, self.rows_grid(rows, block), block, 0, &mut args![p, px, po])? };
         }
@@ -176,7 +176,7 @@ impl Gpu {
             };
             let (mut px, mut po) = (x.ptr, out.ptr());
             let pairs = heads * head_dim / 2;
-            let block = (pairs.div_ceil(32) * 32).clamp(32, 512) as u32;
+            let block = self.block_for(name, (pairs.div_ceil(32) * 32).clamp(32, 512) as u32)?;
             let shared = (head_dim * 4) as u32;
             // SAFETY: rope_T(KilnRopeParams, const T*, const void*, T*); head_dim f32 of shared memory.
             unsafe { self.launch(name, self.rows_grid(tokens, block), block, shared, &mut args![p, px, pp, po])? };
@@ -186,31 +186,48 @@ impl Gpu {
 
     /// Embedding lookup: out[..., :] = table[ids[...], :]; table [vocab, dim] float, ids i32
     /// or i64 of any shape; out has shape ids.shape + [dim]. An id outside [0, vocab) gives
-    /// [`Error::Index`] naming it (this op waits for the GPU to check).
+    /// [`Error::Index`] naming it — to report it, this op waits for the GPU (an 8-byte read
+    /// back). [`Gpu::embedding_zero_invalid`] is the same lookup without the wait.
     pub fn embedding(&self, table: &View, ids: &View) -> Result<Tensor> {
+        let (out, bad) = self.embedding_launch(table, ids)?;
+        let Some(bad) = bad else { return Ok(out) };
+        let first_bad = u64::from_ne_bytes(bad.to_host()?.try_into().map_err(|_| Error::Memory("flag size".into()))?);
+        if first_bad != u64::MAX {
+            let vocab = table.shape[0];
+            return Err(Error::Index(format!("embedding: ids[{first_bad}] (flat index) is outside the table's [0, {vocab}) rows")));
+        }
+        Ok(out)
+    }
+
+    /// Embedding lookup that never waits: an id outside [0, vocab) yields a row of zeros
+    /// (memory-safe, defined) instead of an error. For hot loops whose ids are known valid.
+    pub fn embedding_zero_invalid(&self, table: &View, ids: &View) -> Result<Tensor> {
+        self.embedding_launch(table, ids).map(|(out, _)| out)
+    }
+
+    /// Launches the lookup; returns the output and the device flag holding the smallest bad
+    /// index (None when nothing was launched).
+    fn embedding_launch(&self, table: &View, ids: &View) -> Result<(Tensor, Option<Tensor>)> {
         let (vocab, dim, shape) = validate::embedding(table, ids)?;
         self.check_view("embedding table", table)?;
         self.check_view("embedding ids", ids)?;
         let out = Tensor::alloc(self, table.dtype, shape)?;
         let num_ids = ids.numel();
         if num_ids == 0 || dim == 0 {
-            return Ok(out);
+            return Ok((out, None));
         }
         let name = kernel_name!("embedding", table.dtype);
-        let bad = Tensor::from_host(self, &u64::MAX.to_ne_bytes(), DType::I64, vec![1])?;
+        let bad = Tensor::alloc(self, DType::I64, vec![1])?;
+        // SAFETY: 8 bytes of this GPU's memory; 0xff.. = UINT64_MAX, "no bad id yet".
+        unsafe { cudarc::driver::result::memset_d8_async(bad.ptr(), 0xff, 8, self.stream().cu_stream()) }
+            .map_err(|e| Error::driver("cuMemsetD8Async", e))?;
         let ids_type = if ids.dtype == DType::I32 { abi::KilnIndexType_KILN_INDEX_I32 } else { abi::KilnIndexType_KILN_INDEX_I64 };
         let mut p = abi::KilnEmbeddingParams { num_ids: num_ids as u64, vocab: vocab as u64, dim: dim as u64, ids_type: ids_type as u32 };
         let (mut pt, mut pi, mut po, mut pb) = (table.ptr, ids.ptr, out.ptr(), bad.ptr());
-        let block = row_block(dim, table.dtype).min(256);
+        let block = self.block_for(name, row_block(dim, table.dtype).min(256))?;
         // SAFETY: embedding_T(KilnEmbeddingParams, const T*, const void*, T*, unsigned long long*).
         unsafe { self.launch(name, self.rows_grid(num_ids, block), block, 0, &mut args![p, pt, pi, po, pb])? };
-        let first_bad = u64::from_ne_bytes(bad.to_host()?.try_into().expect("8 bytes"));
-        if first_bad != u64::MAX {
-            return Err(Error::Index(format!(
-                "embedding: ids[{first_bad}] (flat index) is outside the table's [0, {vocab}) rows"
-            )));
-        }
-        Ok(out)
+        Ok((out, Some(bad)))
     }
 
     /// Device-to-device copy of a view into a fresh tensor (cuMemcpyDtoD): the bandwidth
