@@ -25,7 +25,7 @@
         toolchain = import ./nix/toolchain.nix { inherit pkgs pins; };
         cuda = import ./nix/cuda.nix { inherit pkgs pins; };
         crates = import ./nix/crates.nix { inherit pkgs crane toolchain cuda root; };
-        wheel = import ./nix/wheel.nix { inherit pkgs pins crates; };
+        wheel = import ./nix/wheel.nix { inherit pkgs pins crates root; };
         driverHook = import ./nix/driver.nix { };
       };
     in

@@ -1,6 +1,7 @@
 # The release gate: `kiln audit` over the built wheel, with the policy (arch matrix, PTX
-# targets, minimum driver, runtime wheels) taken from the same Cargo.toml the wheel was built
-# from. Linkage, arch matrix and metadata findings fail the check.
+# targets, minimum driver, runtime wheels) from the same Cargo.toml the wheel was built from.
+# Linkage, arch-matrix and metadata findings fail the check (exit 1), as does an audit that
+# cannot run (exit 2); the JSON and human reports are kept in $out.
 { pkgs, kiln, wheel, root }:
 pkgs.runCommand "kiln-audit-wheel"
 {
@@ -14,6 +15,8 @@ pkgs.runCommand "kiln-audit-wheel"
     exit 2
   fi
   mkdir -p $out
-  kiln audit --policy "$policy" --json "''${wheels[0]}" > $out/audit.json
-  kiln audit --policy "$policy" "''${wheels[0]}" | tee $out/audit.txt
+  status=0
+  kiln audit "''${wheels[0]}" --policy "$policy" --json > $out/audit.json || status=$?
+  kiln audit "''${wheels[0]}" --policy "$policy" | tee $out/audit.txt || true
+  exit $status
 ''

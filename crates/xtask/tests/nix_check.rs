@@ -70,6 +70,10 @@ impl Fixture {
         for f in ["flake.nix", "flake.lock", "Cargo.toml"] {
             std::fs::copy(ws.join(f), dir.path().join(f)).unwrap();
         }
+        std::fs::create_dir_all(dir.path().join("crates/kiln-py")).unwrap();
+        for f in ["crates/kiln-py/Cargo.toml", "crates/kiln-py/pyproject.toml"] {
+            std::fs::copy(ws.join(f), dir.path().join(f)).unwrap();
+        }
         copy_dir(&ws.join("nix"), &dir.path().join("nix"));
         copy_dir(&ws.join("checks/nix"), &dir.path().join("checks/nix"));
         Fixture { dir }
@@ -129,6 +133,71 @@ fn the_unbroken_flake_passes() {
     assert!(
         t.contains("packages.x86_64-linux.wheel = /nix/store/"),
         "{t}"
+    );
+}
+
+#[test]
+fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
+    // The same Requires-Dist `cargo xtask wheel` writes: one `wheel==version` per default
+    // feature of kiln-py that names a [workspace.metadata.kiln.runtime] entry.
+    let f = Fixture::new();
+    let out = Command::new(nix_bin())
+        .args([
+            "--extra-experimental-features",
+            "nix-command flakes",
+            "eval",
+            "--json",
+            "--offline",
+        ])
+        .args(["--no-write-lock-file"])
+        .args(doubles(&f))
+        .arg(format!(
+            "path:{}#packages.x86_64-linux.wheel.requiresDist",
+            f.dir.path().display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let got: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    let cargo: toml::Table = std::fs::read_to_string(workspace().join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let runtime = &cargo["workspace"]["metadata"]["kiln"]["runtime"];
+    let py: toml::Table = std::fs::read_to_string(workspace().join("crates/kiln-py/Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let want: Vec<String> = py["features"]["default"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| runtime.get(f.as_str().unwrap()))
+        .map(|r| {
+            format!(
+                "{}=={}",
+                r["wheel"].as_str().unwrap(),
+                r["version"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+}
+
+#[test]
+fn nix_and_xtask_tag_the_wheel_alike() {
+    let ws = workspace();
+    let rs = std::fs::read_to_string(ws.join("crates/xtask/src/wheel.rs")).unwrap();
+    let tag = rs
+        .lines()
+        .find_map(|l| l.strip_prefix("pub const MANYLINUX: &str = \""))
+        .and_then(|r| r.split('"').next())
+        .expect("MANYLINUX in crates/xtask/src/wheel.rs");
+    let nix = std::fs::read_to_string(ws.join("nix/wheel.nix")).unwrap();
+    assert!(
+        nix.contains(&format!("manylinux = \"{tag}\";")),
+        "nix/wheel.nix does not tag the wheel {tag}"
     );
 }
 
@@ -306,6 +375,32 @@ fn a_double_without_an_attribute_the_flake_uses_fails() {
         "  cargo-nextest-renamed = ",
     );
     assert_fails_with(&f.check(), &["attribute 'cargo-nextest' missing"]);
+}
+
+/// The nix that `nix-check` uses: KILN_NIX_BIN, .toolchain/nix, or the one on PATH.
+fn nix_bin() -> PathBuf {
+    if let Some(dir) = std::env::var_os("KILN_NIX_BIN") {
+        return PathBuf::from(dir).join("nix");
+    }
+    let private = workspace().join(".toolchain/nix/bin/nix");
+    if private.exists() {
+        private
+    } else {
+        PathBuf::from("nix")
+    }
+}
+
+fn doubles(f: &Fixture) -> Vec<String> {
+    ["nixpkgs", "crane", "rust-overlay"]
+        .iter()
+        .flat_map(|d| {
+            [
+                "--override-input".to_string(),
+                d.to_string(),
+                format!("path:{}", f.path("checks/nix/doubles").join(d).display()),
+            ]
+        })
+        .collect()
 }
 
 // --- the dev shell's driver discovery (nix/driver-hook.sh), run with bash -----------------
