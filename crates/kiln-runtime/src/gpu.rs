@@ -78,6 +78,9 @@ impl Gpu {
         // SAFETY: kiln-runtime never uses a second stream for its allocations.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
+        if ctx.has_async_alloc() {
+            keep_pool_memory(&ctx)?;
+        }
         let fatbin = kiln_kernels::fatbin();
         // SAFETY: the fatbin is a valid, 8-byte aligned image that lives for the program.
         let raw = unsafe { result::module::load_data(fatbin.as_ptr() as *const c_void) }.map_err(|e| {
@@ -245,6 +248,29 @@ impl Gpu {
         let needed = work.div_ceil(block as u64).max(1);
         needed.min(self.inner.sm_count as u64 * 8) as u32
     }
+}
+
+/// Outputs come from the device's default memory pool (stream-ordered `cuMemAllocAsync`). Its
+/// default release threshold (0) hands freed memory back to the driver at every
+/// synchronisation, so the next allocation maps pages again; keeping it (like torch's caching
+/// allocator does) makes an op's cost the op, not the page mapping. Freed blocks stay in the
+/// pool for kiln's next allocations.
+fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: out-parameter for the device's default pool.
+    let r = unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(Error::driver("cuDeviceGetDefaultMemPool", result::DriverError(r)));
+    }
+    let mut threshold: u64 = u64::MAX;
+    // SAFETY: the attribute takes a pointer to a cuuint64_t.
+    let r = unsafe {
+        sys::cuMemPoolSetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &mut threshold as *mut u64 as *mut c_void)
+    };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(Error::driver("cuMemPoolSetAttribute", result::DriverError(r)));
+    }
+    Ok(())
 }
 
 /// Runs `f`, turning a panic inside cudarc (e.g. a driver symbol missing from an old driver)

@@ -48,6 +48,14 @@ pub struct Tensor {
     ordinal: usize,
 }
 
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        // The free is stream-ordered on the current context: make it this tensor's context even
+        // when the last reference goes away on another thread (e.g. Python's garbage collector).
+        let _ = self.buf.stream().context().bind_to_thread();
+    }
+}
+
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tensor")
