@@ -140,6 +140,7 @@ fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>), D
 
 /// Runs every check.
 pub fn run(opts: &Options) -> Result<Report, DoctorError> {
+    let started = std::time::Instant::now();
     let (pins, pins_check, pins_path) = resolve_pins(&opts.pins)?;
     let env = &opts.env;
     let workspace = pins_path.as_deref().and_then(Path::parent).unwrap_or(Path::new(".")).to_path_buf();
@@ -164,5 +165,6 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
     });
     checks.push(link::check(env, cuda_home.as_deref()));
 
-    Ok(Report::new(opts.mode, pins_path.map(|p| p.display().to_string()), checks))
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(Report::new(opts.mode, pins_path.map(|p| p.display().to_string()), checks, elapsed_ms))
 }

@@ -119,12 +119,14 @@ pub struct Report {
     pub pins: Option<String>,
     pub checks: Vec<Check>,
     pub summary: Summary,
+    /// Wall time of the whole run, in milliseconds (the point is to take seconds, not hours).
+    pub elapsed_ms: u64,
 }
 
 pub const SCHEMA: u32 = 1;
 
 impl Report {
-    pub(crate) fn new(mode: Mode, pins: Option<String>, checks: Vec<Check>) -> Report {
+    pub(crate) fn new(mode: Mode, pins: Option<String>, checks: Vec<Check>, elapsed_ms: u64) -> Report {
         let checks: Vec<Check> = checks.into_iter().map(|c| c.soften_for(mode)).collect();
         let mut summary = Summary::default();
         for c in &checks {
@@ -135,7 +137,7 @@ impl Report {
                 Status::Skip => summary.skip += 1,
             }
         }
-        Report { schema: SCHEMA, mode, pins, checks, summary }
+        Report { schema: SCHEMA, mode, pins, checks, summary, elapsed_ms }
     }
 
     pub fn failed(&self) -> bool {

@@ -81,6 +81,13 @@ fn render(report: &Report) -> String {
         }
     }
     let s = &report.summary;
-    out.push_str(&format!("\n{} ok, {} warn, {} fail, {} skipped\n", s.ok, s.warn, s.fail, s.skip));
+    out.push_str(&format!(
+        "\n{} ok, {} warn, {} fail, {} skipped ({:.1} s)\n",
+        s.ok,
+        s.warn,
+        s.fail,
+        s.skip,
+        report.elapsed_ms as f64 / 1000.0
+    ));
     out
 }
