@@ -21,7 +21,8 @@ pub fn checks(pins: &Pins, driver: &Result<Driver, NotLoaded>) -> Vec<Check> {
         }
     };
     let real = d.real_path.as_ref().filter(|r| **r != d.path).map(|r| format!(" -> {}", r.display())).unwrap_or_default();
-    let mut v = vec![Check::ok("driver.libcuda", Scope::Run, format!("libcuda.so.1 loaded from {}{real}", d.path.display()))];
+    let mut v = vec![Check::ok("driver.libcuda", Scope::Run, format!("libcuda.so.1 loaded from {}{real}", d.path.display()))
+        .with_fact("path", d.path.display().to_string())];
     if d.init != CUDA_SUCCESS {
         let dir = d.path.parent().map(|p| p.display().to_string()).unwrap_or_default();
         v.push(match d.init {
@@ -54,12 +55,19 @@ pub fn checks(pins: &Pins, driver: &Result<Driver, NotLoaded>) -> Vec<Check> {
         release.clone().unwrap_or_else(|| "release unknown".into()),
         cuda.clone().unwrap_or_else(|| "?".into())
     );
-    v.push(match branch {
+    let version_check = match branch {
         Some(b) if b >= pins.min_driver => Check::ok("driver.version", Scope::Run, format!("{described} >= min-driver {}", pins.min_driver)),
         Some(b) => Check::fail("driver.version", Scope::Run, format!("{described} is older than min-driver {} (branch {b})", pins.min_driver))
             .with_fix(format!("upgrade the NVIDIA driver to branch {} or newer", pins.min_driver)),
         None => Check::warn("driver.version", Scope::Run, format!("{described}: cannot tell the driver branch")),
-    });
+    };
+    let version_check = [("release", release.clone()), ("cuda", cuda.clone())]
+        .into_iter()
+        .fold(version_check, |c, (k, v)| match v {
+            Some(v) => c.with_fact(k, v),
+            None => c,
+        });
+    v.push(version_check);
     v.push(ptx_jit(pins, branch));
     v.extend(gpus(pins, d, branch));
     v
@@ -146,7 +154,16 @@ fn gpus(pins: &Pins, d: &Driver, branch: Option<u32>) -> Vec<Check> {
             )
             .with_fix(format!("add \"{}.{}\" to `archs` in [workspace.metadata.kiln] (Cargo.toml)", g.major, g.minor)),
         };
-        v.push(check.with_subject(subject));
+        let (kind, target) = match coverage(&pins.matrix, g.major, g.minor) {
+            Coverage::ExactSass(a) | Coverage::CompatibleSass(a) => ("sass", a.sm()),
+            Coverage::PtxJit(a) => ("ptx", a.compute()),
+            Coverage::None => ("none", String::new()),
+        };
+        let mut check = check.with_subject(subject).with_fact("name", &g.name).with_fact("sm", &sm).with_fact("coverage", kind);
+        if !target.is_empty() {
+            check = check.with_fact("target", target);
+        }
+        v.push(check);
     }
     v
 }

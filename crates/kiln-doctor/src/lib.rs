@@ -28,6 +28,16 @@
 //! | `trap.runtime-lib` | run | per pinned runtime library (subject: cudart, cublas, cudnn, nccl): its sonames are reachable |
 //! | `link.driver-api` | build | a shared library calling cuMem* links `-lcuda`, and an executable linked against it finds libcuda.so.1 |
 //!
+//! Facts (`facts` in JSON, only where listed): `toolchain.nvcc` {path, version};
+//! `driver.libcuda` {path}; `driver.version` {release, cuda}; `gpu.coverage` {name, sm,
+//! coverage = sass|ptx|none, target}.
+//!
+//! # JSON
+//!
+//! `{"schema": 1, "mode": "full"|"runtime-only"|"build-only", "pins": PATH|null,
+//! "checks": [{"id", "status", "subject"?, "message", "fix": [..], "facts"?, "scope":
+//! "build"|"run"|"both", "softened"?}], "summary": {"ok", "warn", "fail", "skip"}, "elapsed_ms"}`.
+//!
 //! Statuses: `ok`, `warn`, `fail`, and `skip` (a check that could not run because one it
 //! depends on failed). [`Mode::RuntimeOnly`] turns failures of build-scope checks into
 //! warnings (a machine that only runs artifacts); [`Mode::BuildOnly`] does the same for

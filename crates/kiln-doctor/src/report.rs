@@ -1,6 +1,8 @@
 //! What a check returns: a stable id, a status, one message, the fixes, and whether it is a
 //! build-time or run-time concern (so `--runtime-only` / `--build-only` can soften it).
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -61,6 +63,10 @@ pub struct Check {
     /// What to do about it; empty when nothing needs doing.
     pub fix: Vec<String>,
     pub scope: Scope,
+    /// Machine-readable facts behind the message (e.g. a GPU's `sm` and `coverage`); keys
+    /// are documented with the ids in the crate docs.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub facts: BTreeMap<&'static str, String>,
     /// Set when the mode turned a failure into a warning.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub softened: bool,
@@ -68,7 +74,7 @@ pub struct Check {
 
 impl Check {
     pub fn new(id: &'static str, scope: Scope, status: Status, message: impl Into<String>) -> Check {
-        Check { id, status, subject: None, message: message.into(), fix: Vec::new(), scope, softened: false }
+        Check { id, status, subject: None, message: message.into(), fix: Vec::new(), facts: BTreeMap::new(), scope, softened: false }
     }
     pub fn ok(id: &'static str, scope: Scope, message: impl Into<String>) -> Check {
         Check::new(id, scope, Status::Ok, message)
@@ -84,6 +90,10 @@ impl Check {
     }
     pub fn with_fix(mut self, fix: impl Into<String>) -> Check {
         self.fix.push(fix.into());
+        self
+    }
+    pub fn with_fact(mut self, key: &'static str, value: impl Into<String>) -> Check {
+        self.facts.insert(key, value.into());
         self
     }
     pub fn with_subject(mut self, subject: impl Into<String>) -> Check {

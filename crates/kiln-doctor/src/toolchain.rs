@@ -68,7 +68,9 @@ pub fn nvcc_checks(env: &Env, pins: &Pins, workspace: &Path) -> Vec<Check> {
         .with_fix(BOOTSTRAP_FIX)
         .with_fix("or point KILN_NVCC / CUDA_HOME at the pinned toolkit")]);
     }
-    let mut checks = vec![Check::ok("toolchain.nvcc", Scope::Build, format!("nvcc {version} at {} (the pinned version)", nvcc.display()))];
+    let mut checks = vec![Check::ok("toolchain.nvcc", Scope::Build, format!("nvcc {version} at {} (the pinned version)", nvcc.display()))
+        .with_fact("path", nvcc.display().to_string())
+        .with_fact("version", version.clone())];
     let targets: Vec<String> = pins.matrix.targets().iter().map(|t| t.name()).collect();
     checks.push(match toolkit::preflight(&nvcc, pins) {
         Ok(tk) => Check::ok(

@@ -160,8 +160,10 @@ fn gpu_machine_names_each_gpu_its_capability_and_coverage() {
         let msg = g["message"].as_str().unwrap();
         assert!(msg.starts_with("GPU ") && msg.contains("(sm_"), "{msg}");
         // The default matrix lists 9.0: an H100/H200 must be covered by its own SASS.
-        if msg.contains("(sm_90") {
+        assert!(["sass", "ptx", "none"].contains(&g["facts"]["coverage"].as_str().unwrap()), "{g}");
+        if g["facts"]["sm"] == "sm_90" {
             assert_eq!(g["status"], "ok", "{g}");
+            assert_eq!(g["facts"]["coverage"], "sass");
             assert!(msg.contains("SASS sm_90 in the matrix covers it"), "{msg}");
         }
     }
