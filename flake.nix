@@ -14,9 +14,15 @@
     };
   };
 
-  outputs = { nixpkgs, crane, rust-overlay, ... }:
+  outputs = { self, nixpkgs, crane, rust-overlay, ... }:
     let
       root = ./.;
+      # The commit the kernels' build manifest records (KILN_BUILD_COMMIT/KILN_BUILD_DIRTY, as
+      # `cargo xtask wheel` passes them).
+      buildInfo = {
+        KILN_BUILD_COMMIT = self.rev or (if self ? dirtyRev then builtins.head (builtins.split "-dirty" self.dirtyRev) else "unknown");
+        KILN_BUILD_DIRTY = if self ? rev then "0" else "1";
+      };
       pins = import ./nix/pins.nix { cargoToml = ./Cargo.toml; };
       systems = [ "x86_64-linux" "aarch64-linux" ];
       forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f (import ./nix/pkgs.nix { inherit nixpkgs rust-overlay pins; } system));
@@ -24,7 +30,7 @@
       perSystem = pkgs: rec {
         toolchain = import ./nix/toolchain.nix { inherit pkgs pins; };
         cuda = import ./nix/cuda.nix { inherit pkgs pins; };
-        crates = import ./nix/crates.nix { inherit pkgs crane toolchain cuda root; };
+        crates = import ./nix/crates.nix { inherit pkgs crane toolchain cuda root buildInfo; };
         wheel = import ./nix/wheel.nix { inherit pkgs pins crates root; };
         driverHook = import ./nix/driver.nix { };
       };

@@ -1,6 +1,6 @@
 # The workspace built with crane: one dependency-only build shared by every package and check,
 # then the `kiln` CLI and the kernels on top of it.
-{ pkgs, crane, toolchain, cuda, root }:
+{ pkgs, crane, toolchain, cuda, root, buildInfo }:
 let
   inherit (pkgs) lib;
   craneLib = (crane.mkLib pkgs).overrideToolchain toolchain.rust;
@@ -36,12 +36,16 @@ let
   };
 
   cargoArtifacts = craneLib.buildDepsOnly commonArgs;
+
+  # What every derivation on top of the dependency build gets: those artifacts, and the commit
+  # for the kernels' build manifest (a Nix build has no .git). Kept out of buildDepsOnly, so a
+  # new commit does not rebuild a single dependency.
+  finalArgs = commonArgs // buildInfo // { inherit cargoArtifacts; };
 in
 {
-  inherit craneLib src commonArgs cargoArtifacts;
+  inherit craneLib src commonArgs cargoArtifacts finalArgs;
 
-  kiln = craneLib.buildPackage (commonArgs // {
-    inherit cargoArtifacts;
+  kiln = craneLib.buildPackage (finalArgs // {
     pname = "kiln-cli";
     cargoExtraArgs = "--locked -p kiln";
     doCheck = false;
@@ -49,8 +53,7 @@ in
   });
 
   # The fatbin(s) and the build manifest that kiln-kernels' build script writes to OUT_DIR.
-  kernels = craneLib.mkCargoDerivation (commonArgs // {
-    inherit cargoArtifacts;
+  kernels = craneLib.mkCargoDerivation (finalArgs // {
     pname = "kiln-kernels";
     doInstallCargoArtifacts = false;
     buildPhaseCargoCommand = "cargo build --release --locked -p kiln-kernels";

@@ -23,6 +23,8 @@ let
   # is kept out of CUDA_HOME altogether.
   outputsOf = drv: map (o: drv.${o}) (lib.remove "stubs" drv.outputs);
 in
+assert lib.assertMsg (cudaPackages.cuda_nvcc.version == pins.nvcc)
+  "kiln: ${pins.cudaPackagesAttr}.cuda_nvcc is ${cudaPackages.cuda_nvcc.version}, but Cargo.toml pins nvcc = \"${pins.nvcc}\" (kiln-build refuses any other)";
 assert lib.assertMsg (cudaPackages.cudaMajorMinorVersion == pins.cudaMajorMinor)
   "kiln: ${pins.cudaPackagesAttr} is CUDA ${cudaPackages.cudaMajorMinorVersion}, not ${pins.cudaMajorMinor}";
 {

@@ -19,8 +19,7 @@ let
 in
 assert lib.assertMsg (requiresDist != [ ])
   "kiln: no default feature of crates/kiln-py names a [workspace.metadata.kiln.runtime] library";
-crates.craneLib.mkCargoDerivation (crates.commonArgs // {
-  inherit (crates) cargoArtifacts;
+crates.craneLib.mkCargoDerivation (crates.finalArgs // {
   pname = "kiln-wheel";
   # zig links the extension against glibc 2.34's symbol versions, not the Nix store's newer
   # glibc, and leaves no /nix/store RUNPATH: the wheel holds what its manylinux tag promises.

@@ -267,6 +267,26 @@ fn malformed_arch_entry_is_named() {
 }
 
 #[test]
+fn nvcc_pin_the_locked_nixpkgs_lacks_is_named() {
+    let f = Fixture::new();
+    f.set_cargo_line("nvcc", "\"13.0.99\"");
+    assert_fails_with(
+        &f.check(),
+        &["cuda_nvcc is 13.0.88, but Cargo.toml pins nvcc = \"13.0.99\""],
+    );
+}
+
+#[test]
+fn cudnn_pin_the_locked_nixpkgs_lacks_is_named() {
+    let f = Fixture::new();
+    f.set_cargo_line("cudnn", "\"9.30\"");
+    assert_fails_with(
+        &f.check(),
+        &["cudaPackages_13_0.cudnn is 9.27.0.42, but Cargo.toml pins cudnn = \"9.30\""],
+    );
+}
+
+#[test]
 fn misspelt_nixpkgs_attribute_fails() {
     let f = Fixture::new();
     f.edit(
