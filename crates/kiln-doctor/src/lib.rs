@@ -39,7 +39,7 @@
 //! "build"|"run"|"both", "softened"?}], "summary": {"ok", "warn", "fail", "skip"}, "elapsed_ms"}`.
 //!
 //! Statuses: `ok`, `warn`, `fail`, and `skip` (a check that could not run because one it
-//! depends on failed). [`Mode::RuntimeOnly`] turns failures of build-scope checks into
+//! depends on failed, or one waived with [`Options::skip`] / `--skip ID`). [`Mode::RuntimeOnly`] turns failures of build-scope checks into
 //! warnings (a machine that only runs artifacts); [`Mode::BuildOnly`] does the same for
 //! run-scope checks (a build machine without a GPU).
 //!
@@ -76,6 +76,28 @@ pub use env::{Env, LoaderPath};
 pub use probe::{child_main as probe_child_main, ProbeCommand};
 pub use report::{Check, Mode, Report, Scope, Status, Summary, SCHEMA};
 
+/// Every check id, in report order (the table above documents each).
+pub const CHECK_IDS: &[&str] = &[
+    "pins",
+    "toolchain.nvcc",
+    "toolchain.cuda-targets",
+    "toolchain.host-compiler",
+    "toolchain.libclang",
+    "toolchain.rustc",
+    "toolchain.maturin",
+    "driver.libcuda",
+    "driver.init",
+    "driver.version",
+    "driver.ptx-jit",
+    "gpu.devices",
+    "gpu.coverage",
+    "trap.stub-libcuda",
+    "trap.unversioned-libcuda",
+    "trap.cuda-home",
+    "trap.runtime-lib",
+    "link.driver-api",
+];
+
 /// The workspace Cargo.toml this kiln was built from: the fallback pins.
 const BUILT_IN_MANIFEST: &str = include_str!("../../../Cargo.toml");
 
@@ -98,11 +120,14 @@ pub struct Options {
     pub env: Env,
     /// How to run isolated probes; None skips the checks that need one.
     pub probe: Option<ProbeCommand>,
+    /// Check ids the user waived (`--skip ID`): reported as `skip`, never failing the run —
+    /// e.g. `link.driver-api` for a project that never links the driver.
+    pub skip: Vec<String>,
 }
 
 impl Options {
     pub fn new(mode: Mode, pins: PinsSource) -> Options {
-        Options { mode, pins, env: Env::from_process(), probe: None }
+        Options { mode, pins, env: Env::from_process(), probe: None, skip: Vec::new() }
     }
 }
 
@@ -110,6 +135,8 @@ impl Options {
 pub enum DoctorError {
     #[error("--pins {path}: {source}")]
     Pins { path: PathBuf, source: PinsError },
+    #[error("--skip {0}: no such check (ids: {ids})", ids = CHECK_IDS.join(", "))]
+    UnknownCheck(String),
 }
 
 fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>), DoctorError> {
@@ -151,6 +178,9 @@ fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>), D
 /// Runs every check.
 pub fn run(opts: &Options) -> Result<Report, DoctorError> {
     let started = std::time::Instant::now();
+    if let Some(unknown) = opts.skip.iter().find(|s| !CHECK_IDS.contains(&s.as_str())) {
+        return Err(DoctorError::UnknownCheck(unknown.clone()));
+    }
     let (pins, pins_check, pins_path) = resolve_pins(&opts.pins)?;
     let env = &opts.env;
     let workspace = pins_path.as_deref().and_then(Path::parent).unwrap_or(Path::new(".")).to_path_buf();
@@ -175,6 +205,30 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
     });
     checks.push(link::check(env, cuda_home.as_deref()));
 
+    let checks = checks
+        .into_iter()
+        .map(|c| {
+            if opts.skip.iter().any(|s| s == c.id) {
+                let message = format!("waived (--skip); it said: {} {}", c.status.label(), c.message);
+                Check { status: Status::Skip, message, fix: Vec::new(), ..c }
+            } else {
+                c
+            }
+        })
+        .collect();
     let elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(Report::new(opts.mode, pins_path.map(|p| p.display().to_string()), checks, elapsed_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_id_is_documented_in_the_table() {
+        let doc = include_str!("lib.rs");
+        let rows = doc.lines().filter(|l| l.starts_with("//! | `")).count();
+        assert_eq!(rows, super::CHECK_IDS.len(), "table rows vs CHECK_IDS");
+        for id in super::CHECK_IDS {
+            assert!(doc.contains(&format!("//! | `{id}` |")), "{id} undocumented");
+        }
+    }
 }

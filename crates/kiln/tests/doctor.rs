@@ -168,3 +168,13 @@ fn gpu_machine_names_each_gpu_its_capability_and_coverage() {
         }
     }
 }
+
+#[test]
+fn skip_waives_a_check_and_rejects_unknown_ids() {
+    let out = kiln().args(["doctor", "--json", "--skip", "link.driver-api"]).output().unwrap();
+    let r = json(&out);
+    assert_eq!(status(&r, "link.driver-api"), "skip");
+    let out = kiln().args(["doctor", "--skip", "link.nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such check"));
+}

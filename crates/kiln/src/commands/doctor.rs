@@ -22,6 +22,10 @@ pub struct Args {
     /// A build machine without a GPU: driver and GPU checks only warn.
     #[arg(long)]
     pub build_only: bool,
+    /// Waive a check by id (repeatable): it is reported as skipped and cannot fail the run,
+    /// e.g. `--skip link.driver-api` for a project that never links the driver API.
+    #[arg(long, value_name = "ID")]
+    pub skip: Vec<String>,
     /// Internal: run one isolated probe (the doctor re-invokes itself with this).
     #[arg(long, hide = true, num_args = 1.., allow_hyphen_values = true, value_name = "ARGS")]
     pub probe: Option<Vec<OsString>>,
@@ -49,6 +53,7 @@ pub fn run(args: Args) -> i32 {
         },
     };
     let mut opts = Options::new(mode, source);
+    opts.skip = args.skip.clone();
     // Suspect libraries are loaded only in a child: this same binary, `kiln doctor --probe …`.
     opts.probe = std::env::current_exe()
         .ok()
