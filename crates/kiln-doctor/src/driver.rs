@@ -89,7 +89,7 @@ type FnErrorName = unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResul
 /// Loads `libcuda.so.1`, initialises it and lists the GPUs.
 pub fn probe() -> Result<Driver, NotLoaded> {
     // SAFETY: loading the driver runs its initialisers; that is what every CUDA program does.
-    let lib = unsafe { libloading::Library::new("libcuda.so.1") }.map_err(|e| NotLoaded { reason: e.to_string() })?;
+    let lib = unsafe { libloading::Library::new("libcuda.so.1") }.map_err(|e| NotLoaded { reason: with_sources(&e) })?;
     // The driver is never unloaded: dlclose of libcuda is known to hang or crash at exit.
     let lib: &'static libloading::Library = Box::leak(Box::new(lib));
     // SAFETY: the signatures below are the driver API's (cuda.h); a symbol that is missing is
@@ -175,6 +175,18 @@ pub fn probe() -> Result<Driver, NotLoaded> {
         }
         Ok(driver)
     }
+}
+
+/// An error and its causes: libloading's "dlopen failed" carries dlerror's text as its source.
+pub(crate) fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// The file an address was loaded from (dladdr), i.e. where `libcuda.so.1` really came from.

@@ -58,13 +58,13 @@ fn probe_libcuda(path: &Path) -> LibcudaProbe {
     // SAFETY: this process exists only to load this one file and call cuInit on it.
     let lib = match unsafe { libloading::Library::new(path) } {
         Ok(l) => l,
-        Err(e) => return LibcudaProbe { init: None, error: Some(e.to_string()) },
+        Err(e) => return LibcudaProbe { init: None, error: Some(crate::driver::with_sources(&e)) },
     };
     // SAFETY: cuInit(unsigned int) -> CUresult (cuda.h).
     let init = unsafe { lib.get::<unsafe extern "C" fn(u32) -> i32>(b"cuInit\0") };
     match init {
         Ok(f) => LibcudaProbe { init: Some(unsafe { f(0) }), error: None },
-        Err(e) => LibcudaProbe { init: None, error: Some(format!("no cuInit: {e}")) },
+        Err(e) => LibcudaProbe { init: None, error: Some(format!("no cuInit: {}", crate::driver::with_sources(&e))) },
     }
 }
 

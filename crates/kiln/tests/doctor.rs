@@ -57,6 +57,8 @@ fn no_driver_fails_the_driver_check_with_exit_1() {
     assert_eq!(c["status"], "fail");
     let msg = c["message"].as_str().unwrap();
     assert!(msg.starts_with("no NVIDIA driver found: libcuda.so.1"), "{msg}");
+    // dlerror's own words, not just "dlopen failed".
+    assert!(msg.contains("cannot open shared object file"), "{msg}");
     assert!(!c["fix"].as_array().unwrap().is_empty());
     for id in ["driver.init", "driver.version", "driver.ptx-jit", "gpu.devices"] {
         assert_eq!(status(&r, id), "skip", "{id}");
