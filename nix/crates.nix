@@ -5,15 +5,16 @@ let
   inherit (pkgs) lib;
   craneLib = (crane.mkLib pkgs).overrideToolchain toolchain.rust;
 
-  # Cargo sources plus what the build scripts read: the CUDA kernels and their headers, and the
-  # wheel's pyproject.toml.
+  # Cargo sources plus what build scripts and tests read: the CUDA kernels and their headers,
+  # every file under crates/ (the wheel's pyproject.toml and Python package, test fixtures),
+  # and checks/ except the flake's own checks (so editing a test double rebuilds nothing).
   src = lib.fileset.toSource {
     inherit root;
     fileset = lib.fileset.unions [
       (craneLib.fileset.commonCargoSources root)
+      (root + "/crates")
       (lib.fileset.maybeMissing (root + "/kernels"))
-      (lib.fileset.maybeMissing (root + "/crates/kiln-py/pyproject.toml"))
-      (lib.fileset.maybeMissing (root + "/crates/kiln-py/python"))
+      (lib.fileset.difference (lib.fileset.maybeMissing (root + "/checks")) (lib.fileset.maybeMissing (root + "/checks/nix")))
     ];
   };
 

@@ -6,6 +6,7 @@ let
 
   fileset =
     let
+      isPrefix = a: b: a == b || builtins.substring 0 (builtins.stringLength a + 1) b == a + "/";
       isFileset = x: builtins.isAttrs x && (x._type or null) == "fileset";
       coerce = ctx: x:
         if isFileset x then x
@@ -19,6 +20,15 @@ let
         if !builtins.isPath path then throw "lib.fileset.maybeMissing: Argument is of type ${builtins.typeOf path}, but it should be a path instead."
         else if builtins.pathExists path then coerce "maybeMissing" path
         else { _type = "fileset"; elements = [ ]; };
+      difference = positive: negative:
+        let
+          neg = (coerce "difference" negative).elements;
+          excluded = p: builtins.any (e: isPrefix (toString e.path) p && e.keep p) neg;
+        in
+        {
+          _type = "fileset";
+          elements = map (e: e // { keep = p: e.keep p && !excluded p; }) (coerce "difference" positive).elements;
+        };
       unions = list:
         if !builtins.isList list then throw "lib.fileset.unions: Argument is of type ${builtins.typeOf list}, but it should be a list instead."
         else { _type = "fileset"; elements = builtins.concatMap (x: (coerce "unions" x).elements) list; };
@@ -28,7 +38,6 @@ let
           rootStr = toString root;
           under = p: builtins.substring 0 (builtins.stringLength rootStr + 1) (toString p) == rootStr + "/" || toString p == rootStr;
           bad = builtins.filter (e: !under e.path) fs.elements;
-          isPrefix = a: b: a == b || builtins.substring 0 (builtins.stringLength a + 1) b == a + "/";
         in
         if !builtins.isPath root then throw "lib.fileset.toSource: `root` is of type ${builtins.typeOf root}, but it should be a path instead."
         else if bad != [ ] then throw "lib.fileset.toSource: `fileset` could contain files in ${toString (builtins.head bad).path}, which is not under the `root` (${rootStr})."
