@@ -25,7 +25,8 @@ let
     pname = "kiln";
     version = "0.1.0";
     strictDeps = true;
-    nativeBuildInputs = [ cuda.home pkgs.python3 ];
+    # cuda_nvcc itself for its setup hook (nvcc's host compiler, as nixpkgs wires it).
+    nativeBuildInputs = [ cuda.home cuda.cuda_nvcc pkgs.python3 ];
     buildInputs = [ cuda.cudnn cuda.nccl ];
     CUDA_HOME = cuda.home;
     CUDA_PATH = cuda.home;

@@ -35,8 +35,11 @@ assert lib.assertMsg (cudaPackages.cudaMajorMinorVersion == pins.cudaMajorMinor)
 
   # One directory with bin/nvcc, include/, lib/ and nvvm/: what CUDA_HOME means to nvcc and to
   # kiln-build.
+  # Only files: the parts' nix-support/ (setup hooks, propagated inputs, among them cuda_cudart's
+  # stubs) stays out; whoever needs nvcc's setup hook takes cuda_nvcc itself.
   home = pkgs.symlinkJoin {
     name = "cuda-home-${cudaPackages.cudaMajorMinorVersion}";
     paths = lib.concatMap outputsOf toolkitParts;
+    postBuild = "rm -rf $out/nix-support";
   };
 }

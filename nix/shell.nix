@@ -7,6 +7,7 @@ pkgs.mkShell {
     toolchain.rust
     toolchain.llvm.clang
     cuda.home
+    cuda.cuda_nvcc
     pkgs.maturin
     pkgs.cargo-nextest
     pkgs.python3
