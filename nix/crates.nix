@@ -60,10 +60,14 @@ in
     doInstallCargoArtifacts = false;
     buildPhaseCargoCommand = "cargo build --release --locked -p kiln-kernels";
     installPhaseCommand = ''
-      mkdir -p $out/share/kiln/kernels
-      find target/release/build -path '*/kiln-kernels-*/out/*' -type f \
-        \( -name '*.fatbin' -o -name '*.json' -o -name '*.rs' \) \
-        -exec cp -t $out/share/kiln/kernels {} +
+      dest=$out/share/kiln/kernels
+      mkdir -p $dest
+      for d in ''${CARGO_TARGET_DIR:-target}/release/build/kiln-kernels-*/out; do
+        [ -f "$d/kernels.fatbin" ] || continue
+        cp "$d"/kernels.fatbin "$d"/kernels.manifest.json "$d"/kernels.summary.json $dest/
+        cp "$d"/*.rs $dest/ 2>/dev/null || true
+      done
+      test -f $dest/kernels.fatbin
     '';
   });
 }
