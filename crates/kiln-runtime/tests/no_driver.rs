@@ -3,6 +3,15 @@
 
 use kiln_runtime::{Error, Gpu};
 
+/// Straight to the stderr file descriptor: libtest captures print!/eprint! of passing tests,
+/// and a skip must be visible in a normal run.
+macro_rules! skip {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 fn driver_present() -> bool {
     // SAFETY: only probes whether the driver library can be loaded.
     unsafe { libloading::Library::new("libcuda.so.1") }.is_ok()
@@ -11,7 +20,7 @@ fn driver_present() -> bool {
 #[test]
 fn gpu_new_without_driver_is_a_clear_error() {
     if driver_present() {
-        println!("SKIP: libcuda.so.1 is present on this machine, so the no-driver path cannot be exercised here");
+        skip!("SKIP: libcuda.so.1 is present on this machine, so the no-driver path cannot be exercised here");
         return;
     }
     for attempt in 0..2 {

@@ -6,6 +6,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Straight to the stderr file descriptor: libtest captures print!/eprint! of passing tests,
+/// and a skip must be visible in a normal run.
+macro_rules! skip {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 const CHILD_ENV: &str = "KILN_STUB_TEST_CHILD";
 
 /// Records each call in the file named by KILN_STUB_MARKER.
@@ -92,7 +101,7 @@ fn child_opens_gpu() {
 #[test]
 fn stub_libcuda_is_never_used() {
     let Some(cc) = cc() else {
-        println!("SKIP: no C compiler (cc/gcc) to build the stub libcuda.so fixture");
+        skip!("SKIP: no C compiler (cc/gcc) to build the stub libcuda.so fixture");
         return;
     };
     let real = real_driver_present();
@@ -112,7 +121,7 @@ fn stub_libcuda_is_never_used() {
     let (result, calls) = run_child(&stub_only);
     assert!(!calls.contains("stub cuInit"), "the stub was called: {calls}");
     if real {
-        println!("note: a real libcuda.so.1 is installed; scenario 1 gave: {result}");
+        skip!("note: a real libcuda.so.1 is installed; scenario 1 gave: {result}");
     } else {
         // No driver: the error comes before any search, so the stub is not even loaded.
         assert!(result.starts_with("RESULT err no NVIDIA driver found: libcuda.so.1"), "{result}");
@@ -120,7 +129,7 @@ fn stub_libcuda_is_never_used() {
     }
 
     if real {
-        println!("SKIP (scenarios 2, 3): a real libcuda.so.1 is installed system-wide and would be found next to the fixtures");
+        skip!("SKIP (scenarios 2, 3): a real libcuda.so.1 is installed system-wide and would be found next to the fixtures");
         return;
     }
     // 2. Stub and a libcuda.so.1 side by side: the stub shadows cudarc's first candidate, so
