@@ -140,7 +140,8 @@ fn is_dist_info_file(name: &str) -> bool {
     matches!((parts.next(), parts.next(), parts.next()), (Some(d), Some("RECORD" | "METADATA" | "WHEEL"), None) if d.ends_with(".dist-info"))
 }
 
-fn read_wheel(path: &Path, map: &[u8], opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
+/// Reads a wheel held in memory (`path` names it in errors and gives the file name tags).
+pub fn read_wheel(path: &Path, map: &[u8], opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
     let archive = zip::ZipArchive::new(std::io::Cursor::new(map)).map_err(|e| AuditError::Zip(path.to_path_buf(), e.to_string()))?;
     let mut findings = Vec::new();
     let mut indices = Vec::new();

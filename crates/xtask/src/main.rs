@@ -1,5 +1,7 @@
 //! `cargo xtask <command>`: everything that is not a plain cargo command.
 
+mod audit_fixture;
+mod audit_mutations;
 mod bench_kernels;
 mod bootstrap;
 mod kernels;
@@ -26,6 +28,8 @@ enum Command {
     BenchKernels(bench_kernels::Args),
     /// Run every test: bootstrap, then the workspace tests with the pinned toolchain.
     Test(test::Args),
+    /// Damage a good wheel in 15 ways with real tools; each must be caught by its own audit rule.
+    AuditMutations(audit_mutations::Args),
     /// Check the flake offline: parse, fmt, deadnix, lock, eval against the test doubles.
     NixCheck(nix_check::Args),
 }
@@ -37,6 +41,7 @@ fn main() {
         Command::Kernels(args) => kernels::run(args),
         Command::BenchKernels(args) => bench_kernels::run(args),
         Command::Test(args) => test::run(args),
+        Command::AuditMutations(args) => audit_mutations::run(args),
         Command::NixCheck(args) => nix_check::run(args),
     };
     if let Err(err) = result {

@@ -1,0 +1,25 @@
+//! Any bytes as an ELF file: dynamic section, versions, notes, and the `.nv_fatbin` it points to,
+//! then every rule over the result.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let opts = kiln_audit::Options { max_member_size: 64 << 20, max_total_size: 256 << 20, ..Default::default() };
+    let binary = kiln_audit::input::analyse("lib/x.so", data, &opts);
+    let artifact = kiln_audit::Artifact {
+        kind: kiln_audit::InputKind::Wheel,
+        root: Default::default(),
+        files: ["lib/x.so".to_string()].into(),
+        binaries: vec![binary],
+        wheel: Some(Default::default()),
+        findings: Vec::new(),
+    };
+    let policy = kiln_audit::Policy {
+        expect_sass: Some(kiln_audit::policy::parse_arch_list("80,90a,100f").unwrap()),
+        expect_ptx: Some(kiln_audit::policy::parse_arch_list("120").unwrap()),
+        min_driver: Some(580),
+        platform: Some("manylinux_2_28_x86_64".into()),
+        runtime: Default::default(),
+    };
+    let _ = kiln_audit::evaluate(std::path::Path::new("x.whl"), artifact, &policy);
+});

@@ -1,0 +1,11 @@
+//! Any bytes as a `.nv_fatbin` section: containers, entries, LZ4/zstd payloads, cubins, PTX.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(code) = kiln_audit::device::read(data, true) {
+        for e in &code.entries {
+            let _ = (&e.target, e.kernels.len(), &e.ptx_isa);
+        }
+    }
+});
