@@ -1,31 +1,83 @@
-//! Matrix multiply through cuBLAS (cudarc's bindings; `libcublas.so.13` loaded by loader.rs).
+//! Matrix multiply through cuBLAS: `cublasGemmEx` from exactly `libcublas.so.13` (the pinned
+//! soname, see loader.rs), with cudarc's cuBLAS type definitions.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
 
-use cudarc::cublas::{result as cublas, sys};
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasOperation_t, cudaDataType};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::gpu::{guard, Gpu};
+use crate::gpu::Gpu;
 use crate::tensor::{Tensor, View};
 use crate::{loader, validate};
 
+// Prototypes from cublas_api.h; statuses read as plain ints.
+type Create = unsafe extern "C" fn(*mut cublasHandle_t) -> c_int;
+type Destroy = unsafe extern "C" fn(cublasHandle_t) -> c_int;
+#[rustfmt::skip]
+type GemmEx = unsafe extern "C" fn(
+    cublasHandle_t, cublasOperation_t, cublasOperation_t, c_int, c_int, c_int,
+    *const c_void, *const c_void, cudaDataType, c_int, *const c_void, cudaDataType, c_int,
+    *const c_void, *mut c_void, cudaDataType, c_int, cublasComputeType_t, cublasGemmAlgo_t,
+) -> c_int;
+type StatusString = unsafe extern "C" fn(c_int) -> *const c_char;
+
+struct Api {
+    create: Create,
+    destroy: Destroy,
+    gemm_ex: GemmEx,
+    status_string: StatusString,
+}
+
+fn api() -> Result<&'static Api> {
+    static API: OnceLock<std::result::Result<Api, Error>> = OnceLock::new();
+    API.get_or_init(|| {
+        let lib = loader::cublas()?;
+        let so = loader::sonames::CUBLAS_SONAME;
+        // SAFETY: each type above is the prototype of the named function.
+        unsafe {
+            Ok(Api {
+                create: loader::symbol(lib, "cuBLAS", so, "cublasCreate_v2")?,
+                destroy: loader::symbol(lib, "cuBLAS", so, "cublasDestroy_v2")?,
+                gemm_ex: loader::symbol(lib, "cuBLAS", so, "cublasGemmEx")?,
+                status_string: loader::symbol(lib, "cuBLAS", so, "cublasGetStatusString")?,
+            })
+        }
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// Loads the library and resolves every entry point used here.
+pub(crate) fn resolve() -> Result<()> {
+    api().map(|_| ())
+}
+
+fn check(api: &Api, call: &str, status: c_int) -> Result<()> {
+    if status == 0 {
+        return Ok(());
+    }
+    // SAFETY: cuBLAS returns a static string for any status.
+    let text = unsafe {
+        let p = (api.status_string)(status);
+        if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
+    };
+    Err(Error::Library { library: "cuBLAS", call: call.to_string(), message: format!("status {status}: {text}") })
+}
+
 /// One cuBLAS handle per GPU, on the legacy default stream (cuBLAS's default).
-pub(crate) struct Blas(sys::cublasHandle_t);
+pub(crate) struct Blas(cublasHandle_t);
 // SAFETY: the handle is only used under the Gpu's mutex.
 unsafe impl Send for Blas {}
 
 impl Drop for Blas {
     fn drop(&mut self) {
-        // SAFETY: created by create_handle, destroyed once.
-        unsafe {
-            let _ = cublas::destroy_handle(self.0);
+        if let Ok(api) = api() {
+            // SAFETY: created by cublasCreate, destroyed once.
+            unsafe { (api.destroy)(self.0) };
         }
     }
-}
-
-fn blas_err(call: &str, e: cudarc::cublas::result::CublasError) -> Error {
-    Error::Library { library: "cuBLAS", call: call.to_string(), message: format!("{:?}", e.0) }
 }
 
 impl Gpu {
@@ -35,7 +87,7 @@ impl Gpu {
         let (m, k, n) = validate::matmul(a, b)?;
         self.check_view("matmul a", a)?;
         self.check_view("matmul b", b)?;
-        loader::cublas()?;
+        let api = api()?;
         let out = Tensor::alloc(self, a.dtype, vec![m, n])?;
         if m == 0 || n == 0 {
             return Ok(out);
@@ -48,46 +100,47 @@ impl Gpu {
             return Ok(out);
         }
         let ty = match a.dtype {
-            DType::F32 => sys::cudaDataType::CUDA_R_32F,
-            DType::F16 => sys::cudaDataType::CUDA_R_16F,
-            DType::BF16 => sys::cudaDataType::CUDA_R_16BF,
+            DType::F32 => cudaDataType::CUDA_R_32F,
+            DType::F16 => cudaDataType::CUDA_R_16F,
+            DType::BF16 => cudaDataType::CUDA_R_16BF,
             other => return Err(Error::DType(format!("matmul: no cuBLAS type for {other}"))),
         };
-        guard("cuBLAS", || {
-            let mut slot = self.blas_slot().lock().unwrap_or_else(|p| p.into_inner());
-            if slot.is_none() {
-                *slot = Some(Blas(cublas::create_handle().map_err(|e| blas_err("cublasCreate", e))?));
-            }
-            let handle = slot.as_ref().map(|b| b.0).expect("just set");
-            let (alpha, beta) = (1.0f32, 0.0f32);
-            // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: swap the operands, no transposes.
-            // SAFETY: pointers checked above; sizes from validate::matmul; the handle's stream is
-            // the legacy default stream.
-            unsafe {
-                cublas::gemm_ex(
-                    handle,
-                    sys::cublasOperation_t::CUBLAS_OP_N,
-                    sys::cublasOperation_t::CUBLAS_OP_N,
-                    n as i32,
-                    m as i32,
-                    k as i32,
-                    &alpha as *const f32 as *const c_void,
-                    b.ptr as *const c_void,
-                    ty,
-                    n as i32,
-                    a.ptr as *const c_void,
-                    ty,
-                    k as i32,
-                    &beta as *const f32 as *const c_void,
-                    out.ptr() as *mut c_void,
-                    ty,
-                    n as i32,
-                    sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                    sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                )
-            }
-            .map_err(|e| blas_err("cublasGemmEx", e))
-        })?;
+        let mut slot = self.blas_slot().lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            let mut h: cublasHandle_t = std::ptr::null_mut();
+            // SAFETY: out-parameter; the context of this GPU is current.
+            check(api, "cublasCreate", unsafe { (api.create)(&mut h) })?;
+            *slot = Some(Blas(h));
+        }
+        let handle = slot.as_ref().map(|b| b.0).ok_or_else(|| Error::Shape("cuBLAS handle".into()))?;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: swap the operands, no transposes.
+        // SAFETY: pointers checked above; sizes from validate::matmul (each < 2^31); the handle
+        // runs on the legacy default stream.
+        let status = unsafe {
+            (api.gemm_ex)(
+                handle,
+                cublasOperation_t::CUBLAS_OP_N,
+                cublasOperation_t::CUBLAS_OP_N,
+                n as c_int,
+                m as c_int,
+                k as c_int,
+                &alpha as *const f32 as *const c_void,
+                b.ptr as *const c_void,
+                ty,
+                n as c_int,
+                a.ptr as *const c_void,
+                ty,
+                k as c_int,
+                &beta as *const f32 as *const c_void,
+                out.ptr() as *mut c_void,
+                ty,
+                n as c_int,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        };
+        check(api, "cublasGemmEx", status)?;
         Ok(out)
     }
 }

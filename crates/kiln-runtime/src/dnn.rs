@@ -1,42 +1,101 @@
-//! Softmax through cuDNN (cudarc's bindings; `libcudnn.so.9` loaded by loader.rs): the
-//! operation that makes the package genuinely depend on cuDNN, and a cross-check of the
-//! hand-written softmax kernel.
+//! Softmax through cuDNN: `cudnnSoftmaxForward` from exactly `libcudnn.so.9` (the pinned
+//! soname, see loader.rs), with cudarc's cuDNN type definitions — the operation that makes the
+//! package genuinely depend on cuDNN, and a cross-check of the hand-written softmax kernel.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
 
-use cudarc::cudnn::{result as cudnn, sys};
+use cudarc::cudnn::sys::{
+    cudnnDataType_t, cudnnHandle_t, cudnnSoftmaxAlgorithm_t, cudnnSoftmaxMode_t, cudnnTensorDescriptor_t, cudnnTensorFormat_t,
+};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::gpu::{guard, Gpu};
+use crate::gpu::Gpu;
 use crate::tensor::{Tensor, View};
 use crate::{loader, validate};
 
-pub(crate) struct Dnn(sys::cudnnHandle_t);
+// Prototypes from cudnn_graph.h / cudnn_ops.h; statuses read as plain ints.
+type Create = unsafe extern "C" fn(*mut cudnnHandle_t) -> c_int;
+type Destroy = unsafe extern "C" fn(cudnnHandle_t) -> c_int;
+type CreateDesc = unsafe extern "C" fn(*mut cudnnTensorDescriptor_t) -> c_int;
+type DestroyDesc = unsafe extern "C" fn(cudnnTensorDescriptor_t) -> c_int;
+type SetDesc4d = unsafe extern "C" fn(cudnnTensorDescriptor_t, cudnnTensorFormat_t, cudnnDataType_t, c_int, c_int, c_int, c_int) -> c_int;
+#[rustfmt::skip]
+type SoftmaxForward = unsafe extern "C" fn(
+    cudnnHandle_t, cudnnSoftmaxAlgorithm_t, cudnnSoftmaxMode_t, *const c_void,
+    cudnnTensorDescriptor_t, *const c_void, *const c_void, cudnnTensorDescriptor_t, *mut c_void,
+) -> c_int;
+type ErrorString = unsafe extern "C" fn(c_int) -> *const c_char;
+
+struct Api {
+    create: Create,
+    destroy: Destroy,
+    create_desc: CreateDesc,
+    destroy_desc: DestroyDesc,
+    set_desc_4d: SetDesc4d,
+    softmax_forward: SoftmaxForward,
+    error_string: ErrorString,
+}
+
+fn api() -> Result<&'static Api> {
+    static API: OnceLock<std::result::Result<Api, Error>> = OnceLock::new();
+    API.get_or_init(|| {
+        let lib = loader::cudnn()?;
+        let so = loader::sonames::CUDNN_SONAME;
+        // SAFETY: each type above is the prototype of the named function.
+        unsafe {
+            Ok(Api {
+                create: loader::symbol(lib, "cuDNN", so, "cudnnCreate")?,
+                destroy: loader::symbol(lib, "cuDNN", so, "cudnnDestroy")?,
+                create_desc: loader::symbol(lib, "cuDNN", so, "cudnnCreateTensorDescriptor")?,
+                destroy_desc: loader::symbol(lib, "cuDNN", so, "cudnnDestroyTensorDescriptor")?,
+                set_desc_4d: loader::symbol(lib, "cuDNN", so, "cudnnSetTensor4dDescriptor")?,
+                softmax_forward: loader::symbol(lib, "cuDNN", so, "cudnnSoftmaxForward")?,
+                error_string: loader::symbol(lib, "cuDNN", so, "cudnnGetErrorString")?,
+            })
+        }
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// Loads the library and resolves every entry point used here.
+pub(crate) fn resolve() -> Result<()> {
+    api().map(|_| ())
+}
+
+fn check(api: &Api, call: &str, status: c_int) -> Result<()> {
+    if status == 0 {
+        return Ok(());
+    }
+    // SAFETY: cuDNN returns a static string for any status.
+    let text = unsafe {
+        let p = (api.error_string)(status);
+        if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
+    };
+    Err(Error::Library { library: "cuDNN", call: call.to_string(), message: format!("status {status}: {text}") })
+}
+
+pub(crate) struct Dnn(cudnnHandle_t);
 // SAFETY: the handle is only used under the Gpu's mutex.
 unsafe impl Send for Dnn {}
 
 impl Drop for Dnn {
     fn drop(&mut self) {
-        // SAFETY: created by create_handle, destroyed once.
-        unsafe {
-            let _ = cudnn::destroy_handle(self.0);
+        if let Ok(api) = api() {
+            // SAFETY: created by cudnnCreate, destroyed once.
+            unsafe { (api.destroy)(self.0) };
         }
     }
 }
 
-fn dnn_err(call: &str, e: cudarc::cudnn::CudnnError) -> Error {
-    Error::Library { library: "cuDNN", call: call.to_string(), message: format!("{:?}", e.0) }
-}
-
 /// A tensor descriptor, destroyed on drop.
-struct Desc(sys::cudnnTensorDescriptor_t);
-impl Drop for Desc {
+struct Desc<'a>(cudnnTensorDescriptor_t, &'a Api);
+impl Drop for Desc<'_> {
     fn drop(&mut self) {
-        // SAFETY: created by create_tensor_descriptor, destroyed once.
-        unsafe {
-            let _ = cudnn::destroy_tensor_descriptor(self.0);
-        }
+        // SAFETY: created by cudnnCreateTensorDescriptor, destroyed once.
+        unsafe { (self.1.destroy_desc)(self.0) };
     }
 }
 
@@ -49,48 +108,50 @@ impl Gpu {
             return Err(Error::Shape(format!("cudnn_softmax: {rows} rows × {cols} cols do not fit cuDNN's int")));
         }
         self.check_view("cudnn_softmax x", x)?;
-        loader::cudnn()?;
+        let api = api()?;
         let out = Tensor::alloc(self, x.dtype, x.shape.clone())?;
         if rows == 0 || cols == 0 {
             return Ok(out);
         }
         let ty = match x.dtype {
-            DType::F32 => sys::cudnnDataType_t::CUDNN_DATA_FLOAT,
-            DType::F16 => sys::cudnnDataType_t::CUDNN_DATA_HALF,
-            DType::BF16 => sys::cudnnDataType_t::CUDNN_DATA_BFLOAT16,
+            DType::F32 => cudnnDataType_t::CUDNN_DATA_FLOAT,
+            DType::F16 => cudnnDataType_t::CUDNN_DATA_HALF,
+            DType::BF16 => cudnnDataType_t::CUDNN_DATA_BFLOAT16,
             other => return Err(Error::DType(format!("cudnn_softmax: no cuDNN type for {other}"))),
         };
         self.bind()?;
-        guard("cuDNN", || {
-            let mut slot = self.dnn_slot().lock().unwrap_or_else(|p| p.into_inner());
-            if slot.is_none() {
-                *slot = Some(Dnn(cudnn::create_handle().map_err(|e| dnn_err("cudnnCreate", e))?));
-            }
-            let handle = slot.as_ref().map(|d| d.0).expect("just set");
-            let desc = Desc(cudnn::create_tensor_descriptor().map_err(|e| dnn_err("cudnnCreateTensorDescriptor", e))?);
-            // SAFETY: descriptor just created; dims checked to fit int.
-            unsafe {
-                cudnn::set_tensor4d_descriptor(desc.0, sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW, ty, [rows as i32, cols as i32, 1, 1])
-            }
-            .map_err(|e| dnn_err("cudnnSetTensor4dDescriptor", e))?;
-            let (alpha, beta) = (1.0f32, 0.0f32);
-            // SAFETY: x and out hold rows × cols elements of `ty`; the handle runs on the
-            // legacy default stream (cuDNN's default).
-            unsafe {
-                cudnn::softmax_forward(
-                    handle,
-                    sys::cudnnSoftmaxAlgorithm_t::CUDNN_SOFTMAX_ACCURATE,
-                    sys::cudnnSoftmaxMode_t::CUDNN_SOFTMAX_MODE_INSTANCE,
-                    &alpha as *const f32 as *const c_void,
-                    desc.0,
-                    x.ptr as *const c_void,
-                    &beta as *const f32 as *const c_void,
-                    desc.0,
-                    out.ptr() as *mut c_void,
-                )
-            }
-            .map_err(|e| dnn_err("cudnnSoftmaxForward", e))
-        })?;
+        let mut slot = self.dnn_slot().lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            let mut h: cudnnHandle_t = std::ptr::null_mut();
+            // SAFETY: out-parameter; the context of this GPU is current.
+            check(api, "cudnnCreate", unsafe { (api.create)(&mut h) })?;
+            *slot = Some(Dnn(h));
+        }
+        let handle = slot.as_ref().map(|d| d.0).ok_or_else(|| Error::Shape("cuDNN handle".into()))?;
+        let mut raw: cudnnTensorDescriptor_t = std::ptr::null_mut();
+        // SAFETY: out-parameter.
+        check(api, "cudnnCreateTensorDescriptor", unsafe { (api.create_desc)(&mut raw) })?;
+        let desc = Desc(raw, api);
+        // SAFETY: a live descriptor; dims checked to fit int.
+        let status = unsafe { (api.set_desc_4d)(desc.0, cudnnTensorFormat_t::CUDNN_TENSOR_NCHW, ty, rows as c_int, cols as c_int, 1, 1) };
+        check(api, "cudnnSetTensor4dDescriptor", status)?;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        // SAFETY: x and out hold rows × cols elements of `ty`; the handle runs on the legacy
+        // default stream (cuDNN's default).
+        let status = unsafe {
+            (api.softmax_forward)(
+                handle,
+                cudnnSoftmaxAlgorithm_t::CUDNN_SOFTMAX_ACCURATE,
+                cudnnSoftmaxMode_t::CUDNN_SOFTMAX_MODE_INSTANCE,
+                &alpha as *const f32 as *const c_void,
+                desc.0,
+                x.ptr as *const c_void,
+                &beta as *const f32 as *const c_void,
+                desc.0,
+                out.ptr() as *mut c_void,
+            )
+        };
+        check(api, "cudnnSoftmaxForward", status)?;
         Ok(out)
     }
 }

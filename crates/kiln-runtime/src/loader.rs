@@ -12,7 +12,11 @@
 //!    and checks that cudarc's entry point is the very same function as ours; if an unversioned
 //!    library elsewhere on the path shadowed it, it refuses with an error instead of calling it.
 //!
-//! NCCL is loaded here only: cudarc's candidates do not include `libnccl.so.2` (see nccl.rs).
+//! cuBLAS, cuDNN and NCCL are called through entry points resolved here, from exactly the
+//! pinned sonames (`libcublas.so.13`, `libcudnn.so.9`, `libnccl.so.2`), with cudarc's type
+//! definitions: cudarc's loader would try `libcublas.so` / `libcudnn.so` first — on a machine
+//! with a CUDA toolkit that is a second, different copy from the ld.so cache — and has no
+//! candidate `libnccl.so.2` at all.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
@@ -53,7 +57,7 @@ fn symbol_address(lib: &Library, symbol: &str) -> Option<usize> {
     unsafe { lib.get::<*const ()>(name.as_bytes()).ok().map(|s| *s as usize) }
 }
 
-/// Checks that cudarc's copy of `lib_name` is the library we loaded, by comparing the address
+/// Checks that cudarc's copy of the driver is the library we loaded, by comparing the address
 /// of one entry point. `cudarc_lib` may panic (cudarc's way of saying "not found").
 fn same_as_cudarc(
     ours: &Library,
@@ -103,7 +107,6 @@ fn runtime_lib(
     soname: &str,
     wheel: &str,
     purpose: &str,
-    check: Option<(&str, fn() -> &'static libloading::Library)>,
 ) -> Result<&'static Library> {
     let r = cell.get_or_init(|| {
         let missing = |reason: String| Error::MissingLibrary {
@@ -112,33 +115,71 @@ fn runtime_lib(
             wheel: wheel.to_string(),
             reason,
         };
-        let lib = open_global(soname).map_err(missing)?;
-        if let Some((symbol, cudarc_lib)) = check {
-            same_as_cudarc(&lib, symbol, cudarc_lib).map_err(missing)?;
-        }
-        Ok(lib)
+        open_global(soname).map_err(missing)
     });
     r.as_ref().map_err(Clone::clone)
 }
 
-/// cuBLAS (`libcublas.so.13` per the pins), checked to be the one cudarc calls.
-pub fn cublas() -> Result<()> {
-    driver()?;
-    runtime_lib(&CUBLAS, sonames::CUBLAS_SONAME, sonames::CUBLAS_WHEEL, "matmul needs cuBLAS",
-        Some(("cublasCreate_v2", || unsafe { cudarc::cublas::sys::culib() })))
-    .map(|_| ())
+/// cuBLAS (`libcublas.so.13` per the pins); its functions are resolved by blas.rs.
+pub fn cublas() -> Result<&'static Library> {
+    runtime_lib(&CUBLAS, sonames::CUBLAS_SONAME, sonames::CUBLAS_WHEEL, "matmul needs cuBLAS")
 }
 
-/// cuDNN (`libcudnn.so.9` per the pins), checked to be the one cudarc calls.
-pub fn cudnn() -> Result<()> {
-    driver()?;
-    runtime_lib(&CUDNN, sonames::CUDNN_SONAME, sonames::CUDNN_WHEEL, "cudnn_softmax needs cuDNN",
-        Some(("cudnnCreate", || unsafe { cudarc::cudnn::sys::culib() })))
-    .map(|_| ())
+/// cuDNN (`libcudnn.so.9` per the pins); its functions are resolved by dnn.rs.
+pub fn cudnn() -> Result<&'static Library> {
+    runtime_lib(&CUDNN, sonames::CUDNN_SONAME, sonames::CUDNN_WHEEL, "cudnn_softmax needs cuDNN")
+}
+
+/// The entry point `name` of `lib` as a function pointer of type `T`.
+///
+/// # Safety
+/// `T` must be the C prototype of `name`.
+pub(crate) unsafe fn symbol<T: Copy>(lib: &Library, library: &'static str, soname: &str, name: &str) -> Result<T> {
+    lib.get::<T>(format!("{name}\0").as_bytes()).map(|s| *s).map_err(|e| Error::Library {
+        library,
+        call: name.to_string(),
+        message: format!("symbol missing from {soname}: {e}"),
+    })
 }
 
 /// NCCL (`libnccl.so.2` per the pins); its functions are resolved by nccl.rs.
 pub fn nccl() -> Result<&'static Library> {
-    driver()?;
-    runtime_lib(&NCCL, sonames::NCCL_SONAME, sonames::NCCL_WHEEL, "all_reduce_sum needs NCCL", None)
+    runtime_lib(&NCCL, sonames::NCCL_SONAME, sonames::NCCL_WHEEL, "all_reduce_sum needs NCCL")
+}
+
+/// One runtime library kiln-runtime dlopens, and whether it loads with every entry point
+/// kiln-runtime calls.
+#[derive(Debug, Clone)]
+pub struct LibraryStatus {
+    pub soname: &'static str,
+    /// The pinned wheel that carries it (`name==version`).
+    pub wheel: &'static str,
+    /// Which op needs it.
+    pub feature: &'static str,
+    pub status: Result<()>,
+}
+
+/// Loads cuBLAS, cuDNN and NCCL (no GPU or driver needed) and resolves every function
+/// kiln-runtime calls in each: what a doctor or `build_info()` reports as available features.
+pub fn runtime_libraries() -> Vec<LibraryStatus> {
+    vec![
+        LibraryStatus {
+            soname: sonames::CUBLAS_SONAME,
+            wheel: sonames::CUBLAS_WHEEL,
+            feature: "matmul",
+            status: crate::blas::resolve(),
+        },
+        LibraryStatus {
+            soname: sonames::CUDNN_SONAME,
+            wheel: sonames::CUDNN_WHEEL,
+            feature: "cudnn_softmax",
+            status: crate::dnn::resolve(),
+        },
+        LibraryStatus {
+            soname: sonames::NCCL_SONAME,
+            wheel: sonames::NCCL_WHEEL,
+            feature: "all_reduce_sum",
+            status: crate::nccl::resolve(),
+        },
+    ]
 }

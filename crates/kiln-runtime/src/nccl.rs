@@ -37,11 +37,7 @@ fn api() -> Result<Api> {
     let lib = loader::nccl()?;
     fn sym<T: Copy>(lib: &libloading::os::unix::Library, name: &str) -> Result<T> {
         // SAFETY: each type above is the C prototype from nccl.h.
-        unsafe { lib.get::<T>(format!("{name}\0").as_bytes()) }.map(|s| *s).map_err(|e| Error::Library {
-            library: "NCCL",
-            call: name.to_string(),
-            message: format!("symbol missing from {}: {e}", loader::sonames::NCCL_SONAME),
-        })
+        unsafe { loader::symbol(lib, "NCCL", loader::sonames::NCCL_SONAME, name) }
     }
     Ok(Api {
         init_all: sym(lib, "ncclCommInitAll")?,
@@ -52,6 +48,11 @@ fn api() -> Result<Api> {
         error_string: sym(lib, "ncclGetErrorString")?,
         get_version: sym(lib, "ncclGetVersion")?,
     })
+}
+
+/// Loads the library and resolves every entry point used here.
+pub(crate) fn resolve() -> Result<()> {
+    api().map(|_| ())
 }
 
 impl Api {
