@@ -32,6 +32,8 @@ print(":".join(dirs))
 PY
 )
 export LD_LIBRARY_PATH="${NV_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The site-packages holding those wheels (for the runtime_libraries test).
+NV_SITE=$(printf '%s' "$NV_LIBS" | tr ':' '\n' | head -1 | sed 's#/nvidia/[^/]*/lib$##')
 # NVLink SHARP/multicast stays off on the shared multi-GPU machines.
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 
@@ -61,6 +63,7 @@ step gpu_ops 600 "$BIN/gpu_ops" --test-threads=1 --nocapture
 # 2. No-driver path (skips with a reason where a driver exists) and the stub-libcuda check.
 step no_driver 120 "$BIN/no_driver" --test-threads=1
 step stub_libcuda 120 "$BIN/stub_libcuda" --test-threads=1
+step runtime_libraries 120 env KILN_TEST_NVIDIA_SITE="$NV_SITE" "$BIN/runtime_libraries" --test-threads=1
 # 3. compute-sanitizer on small shapes (≤ 65536 elements). NCCL is left out: its proxy
 #    threads and IPC are outside what memcheck models. racecheck checks shared-memory hazards,
 #    so it runs the tests of kernels that use shared memory (rmsnorm, softmax, rope) only.
