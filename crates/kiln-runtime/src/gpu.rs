@@ -36,6 +36,8 @@ struct Inner {
 struct Module {
     raw: sys::CUmodule,
     functions: Mutex<HashMap<&'static str, Function>>,
+    /// Resident blocks per SM for (kernel, block size, dynamic shared memory).
+    occupancy: Mutex<HashMap<(&'static str, u32, u32), u32>>,
 }
 /// A kernel and the most threads per block it can launch with (its register use decides).
 #[derive(Clone, Copy)]
@@ -102,7 +104,7 @@ impl Gpu {
                 ordinal,
                 ctx,
                 stream,
-                module: Module { raw, functions: Mutex::new(HashMap::new()) },
+                module: Module { raw, functions: Mutex::new(HashMap::new()), occupancy: Mutex::new(HashMap::new()) },
                 sm_count,
                 name,
                 blas: Mutex::new(None),
@@ -242,11 +244,34 @@ impl Gpu {
             .map_err(|e| Error::Driver { call: format!("cuLaunchKernel({name})"), message: driver_message(e) })
     }
 
-    /// Blocks for an element-wise grid-stride kernel over `work` items: enough to fill every SM
-    /// (8 blocks of 256 per SM), never more than the work needs.
-    pub(crate) fn grid_for(&self, work: u64, block: u32) -> u32 {
+    /// How many blocks of kernel `name` fit on the GPU at once (SMs × resident blocks per SM
+    /// at this block size and dynamic shared memory, as the driver computes it from the
+    /// kernel's registers). Grid-stride kernels launch at most this many: one full wave, no
+    /// stragglers waiting for a second.
+    pub(crate) fn resident_blocks(&self, name: &'static str, block: u32, shared: u32) -> Result<u32> {
+        let key = (name, block, shared);
+        if let Some(n) = self.inner.module.occupancy.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(*n);
+        }
+        let f = self.function(name)?.0;
+        // SAFETY: f is a function of the loaded module.
+        let per_sm = unsafe { result::occupancy::max_active_block_per_multiprocessor(f, block as i32, shared as usize) }
+            .map_err(|e| Error::Driver { call: format!("cuOccupancyMaxActiveBlocksPerMultiprocessor({name})"), message: driver_message(e) })?;
+        let n = self.inner.sm_count * per_sm.max(1) as u32;
+        self.inner.module.occupancy.lock().unwrap_or_else(|p| p.into_inner()).insert(key, n);
+        Ok(n)
+    }
+
+    /// Grid for a grid-stride kernel over `work` items (packs, rows, tokens): never more
+    /// blocks than the work needs, nor than fit at once.
+    pub(crate) fn grid_for(&self, name: &'static str, work: u64, block: u32, shared: u32) -> Result<u32> {
         let needed = work.div_ceil(block as u64).max(1);
-        needed.min(self.inner.sm_count as u64 * 8) as u32
+        Ok(needed.min(self.resident_blocks(name, block, shared)? as u64) as u32)
+    }
+
+    /// Grid for a block-per-row kernel (grid-stride over rows).
+    pub(crate) fn rows_grid(&self, name: &'static str, rows: usize, block: u32, shared: u32) -> Result<u32> {
+        Ok((rows as u64).min(self.resident_blocks(name, block, shared)? as u64).max(1) as u32)
     }
 }
 

@@ -40,11 +40,15 @@ macro_rules! kernel_name {
 
 const BLOCK: u32 = 256;
 
-/// Threads per block for a row of `cols` elements read in packs: one pack per thread up to
-/// 1024 threads, whole warps, at least one warp.
+/// Packs per thread the row kernels keep in registers (`CACHE` in rmsnorm.cu / softmax.cu).
+const ROW_CACHE_PACKS: usize = 4;
+
+/// Threads per block for a row of `cols` elements: enough that each thread holds up to
+/// ROW_CACHE_PACKS 16-byte packs (several independent loads in flight per thread, and small
+/// blocks so several rows run per SM), whole warps, 32 to 1024.
 fn row_block(cols: usize, dtype: DType) -> u32 {
     let packs = cols.div_ceil(16 / dtype.size());
-    (packs.div_ceil(32) * 32).clamp(32, 1024) as u32
+    (packs.div_ceil(ROW_CACHE_PACKS).div_ceil(32) * 32).clamp(32, 1024) as u32
 }
 
 /// Work items of an element-wise kernel: 16-byte packs (the grid-stride loop covers the rest).
@@ -53,10 +57,6 @@ fn packs(n: usize, dtype: DType) -> u64 {
 }
 
 impl Gpu {
-    fn rows_grid(&self, rows: usize, block: u32) -> u32 {
-        let per_sm = (2048 / block).max(1) as u64;
-        (rows as u64).min(self.sm_count() as u64 * per_sm).max(1) as u32
-    }
 
     /// out = a + b (same shape and float dtype).
     pub fn vecadd(&self, a: &View, b: &View) -> Result<Tensor> {
@@ -68,7 +68,7 @@ impl Gpu {
         if n > 0 {
             let name = kernel_name!("vecadd", a.dtype);
             let (mut pa, mut pb, mut po, mut pn) = (a.ptr, b.ptr, out.ptr(), n as u64);
-            let grid = self.grid_for(packs(n, a.dtype), BLOCK);
+            let grid = self.grid_for(name, packs(n, a.dtype), BLOCK, 0)?;
             // SAFETY: vecadd_T(const T*, const T*, T*, uint64_t); the buffers hold n elements.
             unsafe { self.launch(name, grid, BLOCK, 0, &mut args![pa, pb, po, pn])? };
         }
@@ -86,7 +86,7 @@ impl Gpu {
             let name = kernel_name!("axpby", x.dtype);
             let mut p = abi::KilnAxpbyParams { n: n as u64, alpha, beta };
             let (mut px, mut py, mut po) = (x.ptr, y.ptr, out.ptr());
-            let grid = self.grid_for(packs(n, x.dtype), BLOCK);
+            let grid = self.grid_for(name, packs(n, x.dtype), BLOCK, 0)?;
             // SAFETY: axpby_T(KilnAxpbyParams, const T*, const T*, T*).
             unsafe { self.launch(name, grid, BLOCK, 0, &mut args![p, px, py, po])? };
         }
@@ -104,7 +104,7 @@ impl Gpu {
             let name = kernel_name!("silu_mul", gate.dtype);
             let mut p = abi::KilnSiluMulParams { n: n as u64 };
             let (mut pg, mut pu, mut po) = (gate.ptr, up.ptr, out.ptr());
-            let grid = self.grid_for(packs(n, gate.dtype), BLOCK);
+            let grid = self.grid_for(name, packs(n, gate.dtype), BLOCK, 0)?;
             // SAFETY: silu_mul_T(KilnSiluMulParams, const T*, const T*, T*).
             unsafe { self.launch(name, grid, BLOCK, 0, &mut args![p, pg, pu, po])? };
         }
@@ -123,8 +123,9 @@ impl Gpu {
             let mut p = abi::KilnRmsnormParams { rows: rows as u64, cols: cols as u64, eps };
             let (mut px, mut pw, mut po) = (x.ptr, weight.ptr, out.ptr());
             let block = self.block_for(name, row_block(cols, x.dtype))?;
+            let grid = self.rows_grid(name, rows, block, 0)?;
             // SAFETY: rmsnorm_T(KilnRmsnormParams, const T*, const T*, T*).
-            unsafe { self.launch(name, self.rows_grid(rows, block), block, 0, &mut args![p, px, pw, po])? };
+            unsafe { self.launch(name, grid, block, 0, &mut args![p, px, pw, po])? };
         }
         Ok(out)
     }
@@ -139,8 +140,9 @@ impl Gpu {
             let mut p = abi::KilnSoftmaxParams { rows: rows as u64, cols: cols as u64 };
             let (mut px, mut po) = (x.ptr, out.ptr());
             let block = self.block_for(name, row_block(cols, x.dtype))?;
+            let grid = self.rows_grid(name, rows, block, 0)?;
             // SAFETY: softmax_T(KilnSoftmaxParams, const T*, T*).
-            unsafe { self.launch(name, self.rows_grid(rows, block), block, 0, &mut args![p, px, po])? };
+            unsafe { self.launch(name, grid, block, 0, &mut args![p, px, po])? };
         }
         Ok(out)
     }
@@ -178,8 +180,9 @@ impl Gpu {
             let pairs = heads * head_dim / 2;
             let block = self.block_for(name, (pairs.div_ceil(32) * 32).clamp(32, 512) as u32)?;
             let shared = (head_dim * 4) as u32;
+            let grid = self.rows_grid(name, tokens, block, shared)?;
             // SAFETY: rope_T(KilnRopeParams, const T*, const void*, T*); head_dim f32 of shared memory.
-            unsafe { self.launch(name, self.rows_grid(tokens, block), block, shared, &mut args![p, px, pp, po])? };
+            unsafe { self.launch(name, grid, block, shared, &mut args![p, px, pp, po])? };
         }
         Ok(out)
     }
@@ -225,8 +228,9 @@ impl Gpu {
         let mut p = abi::KilnEmbeddingParams { num_ids: num_ids as u64, vocab: vocab as u64, dim: dim as u64, ids_type: ids_type as u32 };
         let (mut pt, mut pi, mut po, mut pb) = (table.ptr, ids.ptr, out.ptr(), bad.ptr());
         let block = self.block_for(name, row_block(dim, table.dtype).min(256))?;
+        let grid = self.rows_grid(name, num_ids, block, 0)?;
         // SAFETY: embedding_T(KilnEmbeddingParams, const T*, const void*, T*, unsigned long long*).
-        unsafe { self.launch(name, self.rows_grid(num_ids, block), block, 0, &mut args![p, pt, pi, po, pb])? };
+        unsafe { self.launch(name, grid, block, 0, &mut args![p, pt, pi, po, pb])? };
         Ok((out, Some(bad)))
     }
 
