@@ -177,8 +177,9 @@ impl Gpu {
                 positions_type: positions_type as u32,
             };
             let (mut px, mut po) = (x.ptr, out.ptr());
-            let pairs = heads * head_dim / 2;
-            let block = self.block_for(name, (pairs.div_ceil(32) * 32).clamp(32, 512) as u32)?;
+            // One thread per 16-byte pack of pairs (the kernel's vector path), whole warps.
+            let units = (heads * head_dim / 2).div_ceil(16 / x.dtype.size());
+            let block = self.block_for(name, (units.div_ceil(32) * 32).clamp(32, 512) as u32)?;
             let shared = (head_dim * 4) as u32;
             let grid = self.rows_grid(name, tokens, block, shared)?;
             // SAFETY: rope_T(KilnRopeParams, const T*, const void*, T*); head_dim f32 of shared memory.
