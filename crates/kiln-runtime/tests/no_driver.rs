@@ -70,3 +70,13 @@ fn dlopen_note_is_in_the_linked_binary() {
     let json = std::str::from_utf8(desc).unwrap().trim_end_matches('\0');
     assert_eq!(json, kiln_runtime::note::DLOPEN_JSON);
 }
+
+/// The handles cross threads (Python calls from any thread; the GC frees anywhere).
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<kiln_runtime::Gpu>();
+    send_sync::<kiln_runtime::Tensor>();
+    send_sync::<kiln_runtime::Communicator>();
+    send_sync::<kiln_runtime::View>();
+}
