@@ -4,10 +4,12 @@ mod audit_fixture;
 mod audit_mutations;
 mod bench_kernels;
 mod bootstrap;
+mod gpu_bundle;
 mod kernels;
 mod nix_check;
 mod test;
 mod toolchain;
+mod wheel;
 
 use clap::{Parser, Subcommand};
 
@@ -30,6 +32,10 @@ enum Command {
     Test(test::Args),
     /// Damage a good wheel in 15 ways with real tools; each must be caught by its own audit rule.
     AuditMutations(audit_mutations::Args),
+    /// Build the `kiln` wheel (maturin, Requires-Dist from the pins), audit it with `kiln audit`.
+    Wheel(wheel::Args),
+    /// Make the GPU bundle: the wheel, the Rust GPU tests and benchmarks, `kiln`, and run.sh.
+    GpuBundle(gpu_bundle::Args),
     /// Check the flake offline: parse, fmt, deadnix, lock, eval against the test doubles.
     NixCheck(nix_check::Args),
 }
@@ -43,6 +49,8 @@ fn main() {
         Command::Test(args) => test::run(args),
         Command::AuditMutations(args) => audit_mutations::run(args),
         Command::NixCheck(args) => nix_check::run(args),
+        Command::Wheel(args) => wheel::run(args),
+        Command::GpuBundle(args) => gpu_bundle::run(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

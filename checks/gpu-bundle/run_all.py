@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""Runs everything in kiln's GPU bundle and writes JSON results (run.sh calls this).
+
+    ./run.sh RESULTS_DIR        (or: python3 run_all.py RESULTS_DIR)
+
+Needs: Linux, Python 3.8+, an NVIDIA GPU + driver (libcuda.so.1 on the loader path), torch with
+CUDA for the Python tests and benchmarks (its nvidia-* wheels provide cuBLAS/cuDNN/NCCL);
+compute-sanitizer, pytest and cupy are used when present. No network, no Rust.
+
+Steps (each one runs whatever happened to the others, is recorded in RESULTS_DIR/steps.json
+with its status passed / failed / skipped (with the reason), and logs to RESULTS_DIR/logs/):
+  environment      GPUs, driver, torch, tools
+  install          pip install --no-deps --target <tmp> the wheel
+  import           import kiln, build_info(), runtime_libraries(), device_info()
+  python-tests     test_kiln_gpu.py: every op vs float64 reference and torch, DLPack contract,
+                   NCCL all-reduce over all visible GPUs
+  torch-bench      bench_torch.py: bandwidth as a fraction of D2D copy, time vs torch
+  rust-tests       kiln-runtime's GPU test executables
+  rust-bench       kiln-runtime's benchmark executables
+  nccl             the NCCL step of the above, summarized (all visible GPUs)
+  doctor, audit    bin/kiln doctor --json, bin/kiln audit WHEEL --json (when bin/kiln exists)
+  memcheck, racecheck   compute-sanitizer over the Rust GPU tests (reduced sizes)
+Then RESULTS_DIR/summary.json. Total time is kept under KILN_BUNDLE_BUDGET_S (default 480 s):
+a step that would start after the budget is spent is skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BUDGET_S = float(os.environ.get("KILN_BUNDLE_BUDGET_S", "480"))
+T0 = time.time()
+
+
+def left() -> float:
+    return BUDGET_S - (time.time() - T0)
+
+
+class Runner:
+    def __init__(self, results: Path):
+        self.results = results
+        self.logs = results / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.steps: list[dict] = []
+        self.bundle = json.loads((HERE / "bundle.json").read_text()) if (HERE / "bundle.json").exists() else {}
+        self.site: str | None = None
+        self.gpu_count = 0
+        self.gpu_reason = ""
+
+    def record(self, name: str, status: str, **fields) -> dict:
+        step = {"step": name, "status": status, **fields}
+        self.steps.append(step)
+        detail = fields.get("reason") or fields.get("summary") or ""
+        print(f"[{time.time() - T0:6.1f} s] {name:<13} {status.upper():<8} {detail}", flush=True)
+        (self.results / "steps.json").write_text(json.dumps(self.steps, indent=1, default=str))
+        return step
+
+    def run(self, name: str, cmd: list[str], timeout: float, env: dict | None = None, log: str | None = None):
+        """(returncode or None on timeout, output text, seconds); output also goes to logs/."""
+        timeout = max(5.0, min(timeout, left()))
+        t = time.time()
+        log_path = self.logs / (log or f"{name}.log")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        with open(log_path, "w") as f:
+            f.write(f"$ {' '.join(map(str, cmd))}\n")
+            f.flush()
+            try:
+                p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=full_env, timeout=timeout, cwd=str(HERE))
+                rc = p.returncode
+            except subprocess.TimeoutExpired:
+                rc = None
+                f.write(f"\n[run_all] TIMEOUT after {timeout:.0f} s\n")
+            except OSError as e:
+                rc = 127
+                f.write(f"\n[run_all] cannot start: {e}\n")
+        return rc, log_path.read_text(errors="replace"), time.time() - t
+
+    def py_env(self) -> dict:
+        env = {}
+        if self.site:
+            env["PYTHONPATH"] = self.site + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+        return env
+
+
+def cuda_device_count() -> tuple[int, str]:
+    """Through the driver API directly (ctypes), so it works without torch."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        return 0, f"no NVIDIA driver: libcuda.so.1 cannot be loaded ({e})"
+    rc = cuda.cuInit(0)
+    if rc != 0:
+        return 0, f"cuInit failed with CUresult {rc} (no usable GPU)"
+    n = ctypes.c_int(0)
+    rc = cuda.cuDeviceGetCount(ctypes.byref(n))
+    if rc != 0 or n.value == 0:
+        return 0, f"no CUDA device visible (cuDeviceGetCount -> {rc}, {n.value})"
+    return n.value, ""
+
+
+def step_environment(r: Runner):
+    env = {"python": sys.version.split()[0], "platform": platform.platform(), "bundle": r.bundle}
+    r.gpu_count, r.gpu_reason = cuda_device_count()
+    env["cuda_devices"] = r.gpu_count
+    if r.gpu_reason:
+        env["no_gpu_reason"] = r.gpu_reason
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        q = subprocess.run([smi, "--query-gpu=index,name,driver_version,memory.total,clocks.max.sm",
+                            "--format=csv,noheader"], capture_output=True, text=True)
+        env["nvidia_smi"] = q.stdout.strip().splitlines() if q.returncode == 0 else q.stderr.strip()
+    t = subprocess.run([sys.executable, "-c", "import torch, json; print(json.dumps({'torch': torch.__version__, "
+                        "'cuda': torch.version.cuda, 'available': torch.cuda.is_available(), "
+                        "'devices': torch.cuda.device_count()}))"], capture_output=True, text=True)
+    env["torch"] = json.loads(t.stdout) if t.returncode == 0 else f"not importable: {t.stderr.strip()[-300:]}"
+    env["tools"] = {k: shutil.which(k) for k in ("compute-sanitizer", "nvidia-smi", "ncu", "cuobjdump", "pytest")}
+    env["tools"]["compute-sanitizer"] = sanitizer_path()
+    (r.results / "environment.json").write_text(json.dumps(env, indent=1, default=str))
+    r.record("environment", "passed", summary=f"{r.gpu_count} CUDA device(s)" + (f"; {r.gpu_reason}" if r.gpu_reason else ""))
+
+
+def sanitizer_path():
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for p in ["/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer"]:
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def step_install(r: Runner):
+    wheel = r.bundle.get("wheel")
+    wheels = [HERE / wheel] if wheel else sorted(HERE.glob("kiln-*.whl"))
+    if not wheels or not wheels[0].exists():
+        return r.record("install", "failed", reason="no kiln wheel in the bundle")
+    site = tempfile.mkdtemp(prefix="kiln-site-")
+    rc, out, secs = r.run("install", [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input",
+                                      "--disable-pip-version-check", "--target", site, str(wheels[0])], 120)
+    if rc == 0:
+        r.site = site
+        r.record("install", "passed", summary=f"{wheels[0].name} -> {site}", seconds=round(secs, 1))
+    else:
+        r.record("install", "failed", reason=f"pip exited {rc}", log="logs/install.log")
+
+
+PROBE = r"""
+import json, kiln
+out = {"version": kiln.__version__, "build_info": kiln.build_info(), "runtime_libraries": kiln.runtime_libraries()}
+try:
+    out["device_count"] = kiln.device_count()
+    out["devices"] = [kiln.device_info(i) for i in range(out["device_count"])]
+except Exception as e:
+    out["device_error"] = {"type": type(e).__name__, "message": str(e)}
+print("KILN_PROBE " + json.dumps(out, default=str))
+"""
+
+
+def step_import(r: Runner):
+    if not r.site:
+        return r.record("import", "skipped", reason="the wheel is not installed")
+    rc, out, _ = r.run("import", [sys.executable, "-c", PROBE], 60, env=r.py_env())
+    line = next((l for l in out.splitlines() if l.startswith("KILN_PROBE ")), None)
+    if rc != 0 or not line:
+        return r.record("import", "failed", reason=f"python exited {rc}", log="logs/import.log")
+    probe = json.loads(line[len("KILN_PROBE "):])
+    (r.results / "kiln_import.json").write_text(json.dumps(probe, indent=1))
+    targets = [t["target"] for t in probe["build_info"]["targets"]]
+    if r.gpu_count and "device_error" in probe:
+        return r.record("import", "failed", reason=f"GPU present but kiln says {probe['device_error']}")
+    if not r.gpu_count:
+        err = probe.get("device_error", {})
+        ok = err.get("type") == "NoDriverError" or "no NVIDIA driver" in err.get("message", "") or err.get("type") == "NoDeviceError"
+        return r.record("import", "passed" if ok else "failed",
+                        summary=f"targets {targets}; without a GPU: {err.get('type')}: {err.get('message', '')[:120]}")
+    r.record("import", "passed", summary=f"targets {targets}; devices {[d['name'] for d in probe['devices']]}")
+
+
+def python_script_step(r: Runner, name: str, script: str, extra: list[str], timeout: float, out_json: str):
+    if not r.site:
+        return r.record(name, "skipped", reason="the wheel is not installed")
+    if not r.gpu_count:
+        return r.record(name, "skipped", reason=r.gpu_reason)
+    rc, out, secs = r.run(name, [sys.executable, str(HERE / script), "--out", str(r.results / out_json)] + extra,
+                          timeout, env=r.py_env())
+    doc = {}
+    try:
+        doc = json.loads((r.results / out_json).read_text())
+    except Exception:
+        pass
+    if rc is None:
+        return r.record(name, "failed", reason=f"timeout after {timeout:.0f} s", log=f"logs/{name}.log")
+    if rc == 2:
+        return r.record(name, "skipped", reason=doc.get("reason", "could not run"), log=f"logs/{name}.log")
+    summary = ""
+    if "cases" in doc:
+        summary = f"{doc['cases']} cases, {doc['failed']} failed"
+    if "large_summary" in doc:
+        s = doc["large_summary"]
+        summary = (f"large size: {s['meet_bandwidth_target']}/{s['cases']} reach >= 0.85 of D2D copy, "
+                   f"{s['meet_torch_target']}/{s['cases']} at most torch's time; {s['errors']} errors")
+    r.record(name, "passed" if rc == 0 else "failed", summary=summary, seconds=round(secs, 1), result=out_json,
+             log=f"logs/{name}.log")
+
+
+def executables(r: Runner, kind: str):
+    return [e for e in r.bundle.get("executables", []) if e.get("kind") == kind]
+
+
+def libtest_counts(out: str):
+    counts = {"passed": 0, "failed": 0, "ignored": 0}
+    for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", out):
+        counts["passed"] += int(m.group(1))
+        counts["failed"] += int(m.group(2))
+        counts["ignored"] += int(m.group(3))
+    return counts
+
+
+def step_rust(r: Runner, name: str, kind: str, timeout_each: float, env_extra: dict | None = None):
+    exes = executables(r, kind)
+    if not exes:
+        return r.record(name, "skipped", reason=f"the bundle has no {kind} executables")
+    results = []
+    for e in exes:
+        if left() < 10:
+            results.append({"name": e["name"], "status": "skipped", "reason": "time budget spent"})
+            continue
+        path = HERE / e["path"]
+        cmd = [str(path)] + e.get("args", [])
+        env = {"KILN_RESULTS_DIR": str(r.results), **(env_extra or {})}
+        rc, out, secs = r.run(name, cmd, timeout_each, env=env, log=f"{name}-{e['name']}.log")
+        res = {"name": e["name"], "rc": rc, "seconds": round(secs, 1), "log": f"logs/{name}-{e['name']}.log",
+               **libtest_counts(out)}
+        # Benchmarks may print one JSON document per line prefixed with KILN_BENCH (kept as-is).
+        bench = [json.loads(l.split(" ", 1)[1]) for l in out.splitlines() if l.startswith("KILN_BENCH ")]
+        if bench:
+            res["bench"] = bench
+        skipped = [l.strip() for l in out.splitlines() if "skip" in l.lower()][:5]
+        if skipped:
+            res["skip_lines"] = skipped
+        res["status"] = "passed" if rc == 0 else ("timeout" if rc is None else "failed")
+        results.append(res)
+    (r.results / f"{name}.json").write_text(json.dumps(results, indent=1))
+    failed = [x["name"] for x in results if x["status"] in ("failed", "timeout")]
+    summary = ", ".join(f"{x['name']}: {x['status']}" + (f" ({x['passed']} passed, {x['failed']} failed, {x['ignored']} ignored)"
+                        if x.get("passed") or x.get("failed") else "") for x in results)
+    status = "failed" if failed else ("passed" if any(x["status"] == "passed" for x in results) else "skipped")
+    r.record(name, status, summary=summary, result=f"{name}.json")
+
+
+def step_sanitizer(r: Runner, tool: str, timeout_each: float):
+    name = tool
+    cs = sanitizer_path()
+    if not r.gpu_count:
+        return r.record(name, "skipped", reason=r.gpu_reason)
+    if not cs:
+        return r.record(name, "skipped", reason="compute-sanitizer not found (PATH, /usr/local/cuda/bin)")
+    exes = executables(r, "test")
+    if not exes:
+        return r.record(name, "skipped", reason="the bundle has no test executables")
+    results = []
+    for e in exes:
+        if left() < 20:
+            results.append({"name": e["name"], "status": "skipped", "reason": "time budget spent"})
+            continue
+        cmd = [cs, "--tool", tool, "--error-exitcode", "99", "--print-limit", "50"]
+        if tool == "racecheck":
+            cmd += ["--racecheck-report", "all"]
+        cmd += [str(HERE / e["path"])] + e.get("args", []) + e.get("sanitizer_args", [])
+        # KILN_TEST_QUICK: the tests use reduced sizes under the sanitizer (it is 10-100x slower).
+        rc, out, secs = r.run(name, cmd, timeout_each, env={"KILN_TEST_QUICK": "1"}, log=f"{name}-{e['name']}.log")
+        m = re.search(r"ERROR SUMMARY: (\d+) error", out)
+        hz = re.search(r"RACECHECK SUMMARY: (\d+) hazard", out)
+        res = {"name": e["name"], "rc": rc, "seconds": round(secs, 1), "log": f"logs/{name}-{e['name']}.log",
+               "errors": int(m.group(1)) if m else None, "hazards": int(hz.group(1)) if hz else None,
+               **libtest_counts(out)}
+        clean = rc == 0 and (res["errors"] in (0, None)) and (res["hazards"] in (0, None)) and (m or hz)
+        res["status"] = "clean" if clean else ("timeout" if rc is None else "dirty")
+        results.append(res)
+    (r.results / f"{name}.json").write_text(json.dumps(results, indent=1))
+    bad = [x for x in results if x["status"] in ("dirty", "timeout")]
+    summary = ", ".join(f"{x['name']}: {x['status']}" + (f" ({x.get('errors')} errors, {x.get('hazards')} hazards)"
+                        if x.get("status") != "skipped" else f" ({x.get('reason')})") for x in results)
+    r.record(name, "failed" if bad else ("passed" if any(x["status"] == "clean" for x in results) else "skipped"),
+             summary=summary, result=f"{name}.json")
+
+
+def step_kiln(r: Runner, name: str, args: list[str]):
+    kiln = HERE / "bin" / "kiln"
+    if not kiln.exists():
+        return r.record(name, "skipped", reason="the bundle has no kiln binary")
+    rc, out, secs = r.run(name, [str(kiln)] + args, 120)
+    text = out.split("\n", 1)[1] if "\n" in out else ""
+    try:
+        doc = json.loads(text[text.index("{"):text.rindex("}") + 1])
+        (r.results / f"{name}.json").write_text(json.dumps(doc, indent=1))
+    except ValueError:
+        doc = None
+    if rc is None:
+        return r.record(name, "failed", reason="timeout", log=f"logs/{name}.log")
+    if rc == 2 and "unrecognized subcommand" in out:
+        return r.record(name, "skipped", reason=f"kiln has no `{args[0]}` subcommand", log=f"logs/{name}.log")
+    r.record(name, "passed" if rc == 0 else "failed", summary=f"exit {rc}" + ("" if doc else " (no JSON)"),
+             log=f"logs/{name}.log", result=f"{name}.json" if doc else None)
+
+
+def step_nccl(r: Runner):
+    """The NCCL all-reduce results, pulled out of the Python and Rust test results."""
+    found = {}
+    try:
+        doc = json.loads((r.results / "python_gpu_tests.json").read_text())
+        cases = [c for c in doc.get("all_cases", []) if str(c.get("op", "")).startswith("all_reduce")]
+        if cases:
+            found["python"] = {"gpus": r.gpu_count, "cases": len(cases), "failed": sum(not c["ok"] for c in cases),
+                               "op": cases[0]["op"]}
+    except Exception:
+        pass
+    if not r.gpu_count:
+        return r.record("nccl", "skipped", reason=r.gpu_reason)
+    if not found:
+        return r.record("nccl", "failed", reason="no all-reduce results (see python-tests)")
+    ok = all(v["failed"] == 0 for v in found.values())
+    r.record("nccl", "passed" if ok else "failed",
+             summary=f"all_reduce_sum over {r.gpu_count} GPU(s): " + json.dumps(found), result="python_gpu_tests.json")
+
+
+def main() -> int:
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 2
+    results = Path(sys.argv[1]).resolve()
+    results.mkdir(parents=True, exist_ok=True)
+    r = Runner(results)
+    print(f"kiln GPU bundle: results -> {results} (budget {BUDGET_S:.0f} s)", flush=True)
+    steps = [
+        ("environment", lambda: step_environment(r)),
+        ("install", lambda: step_install(r)),
+        ("import", lambda: step_import(r)),
+        ("python-tests", lambda: python_script_step(r, "python-tests", "test_kiln_gpu.py", [], 150, "python_gpu_tests.json")),
+        ("torch-bench", lambda: python_script_step(r, "torch-bench", "bench_torch.py",
+                                                   ["--table", str(results / "bench_table.md")], 120, "bench_torch.json")),
+        ("rust-tests", lambda: step_rust(r, "rust-tests", "test", 90)),
+        ("rust-bench", lambda: step_rust(r, "rust-bench", "bench", 90)),
+        ("nccl", lambda: step_nccl(r)),
+        ("doctor", lambda: step_kiln(r, "doctor", ["doctor", "--json"])),
+        ("audit", lambda: step_kiln(r, "audit", ["audit", str(HERE / r.bundle.get("wheel", "missing.whl")),
+                                                 "--policy", str(HERE / "policy" / "Cargo.toml"), "--json"])),
+        ("memcheck", lambda: step_sanitizer(r, "memcheck", 100)),
+        ("racecheck", lambda: step_sanitizer(r, "racecheck", 100)),
+    ]
+    for name, fn in steps:
+        if left() <= 0:
+            r.record(name, "skipped", reason=f"time budget of {BUDGET_S:.0f} s spent")
+            continue
+        try:
+            fn()
+        except Exception as e:  # a broken step never stops the others
+            import traceback
+
+            r.record(name, "error", reason=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-1500:])
+    counts = {}
+    for s in r.steps:
+        counts[s["status"]] = counts.get(s["status"], 0) + 1
+    summary = {
+        "seconds": round(time.time() - T0, 1),
+        "gpus": r.gpu_count,
+        "no_gpu_reason": r.gpu_reason or None,
+        "counts": counts,
+        "ok": not any(s["status"] in ("failed", "error") for s in r.steps),
+        "steps": [{k: v for k, v in s.items() if k != "traceback"} for s in r.steps],
+        "bundle": {k: r.bundle.get(k) for k in ("kiln_version", "commit", "dirty", "wheel")},
+    }
+    (results / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    if (results / "bench_table.md").exists():
+        print((results / "bench_table.md").read_text())
+    print(f"summary: {counts} in {summary['seconds']} s -> {results / 'summary.json'}")
+    if r.site:
+        shutil.rmtree(r.site, ignore_errors=True)
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

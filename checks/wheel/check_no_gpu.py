@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""The kiln wheel on a machine without an NVIDIA GPU or driver (CI, the build machines).
+
+    python3 checks/wheel/check_no_gpu.py WHEEL [--pins Cargo.toml] [--offline]
+
+In a fresh venv: `pip install --no-deps WHEEL` works (the NVIDIA runtime wheels are large and
+useless without a GPU, so they are not installed), while `pip install --dry-run WHEEL` proves
+that the full install, Requires-Dist included, resolves on PyPI at the pinned versions
+(--offline skips that one check). Then `import kiln` works, `kiln.build_info()` lists every
+target of the arch matrix in Cargo.toml (SASS per target, PTX where the matrix says +PTX)
+with the same kernels in each, and GPU calls raise kiln.NoDriverError with the clear
+"no NVIDIA driver found: libcuda.so.1" message, also with a stub libcuda.so (built here with
+gcc) on LD_LIBRARY_PATH. The extension's ELF NEEDs no CUDA library.
+
+Exit status 0 when every check passes, 1 otherwise; each check prints one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import zipfile
+from pathlib import Path
+
+try:
+    import tomllib  # Python 3.11+
+except ModuleNotFoundError:  # pragma: no cover
+    tomllib = None
+
+FAILED: list[str] = []
+
+
+def check(name: str, ok: bool, detail: str = "") -> bool:
+    print(f"  {'ok  ' if ok else 'FAIL'} {name}" + (f": {detail}" if detail else ""), flush=True)
+    if not ok:
+        FAILED.append(name)
+    return ok
+
+
+def run(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def load_kiln_table(pins: Path) -> dict:
+    if tomllib is None:
+        raise RuntimeError("Python 3.11+ (tomllib) is needed to read the pins")
+    return tomllib.loads(pins.read_text())["workspace"]["metadata"]["kiln"]
+
+
+def expected_targets(pins: Path) -> dict[str, str]:
+    """target -> kind from the archs list of [workspace.metadata.kiln] (e.g. "12.0+PTX")."""
+    if tomllib is None:
+        text = pins.read_text()
+        archs = json.loads(re.search(r"^archs\s*=\s*(\[[^\]]*\])", text, re.M).group(1))
+    else:
+        archs = tomllib.loads(pins.read_text())["workspace"]["metadata"]["kiln"]["archs"]
+    out = {}
+    for a in archs:
+        cc, ptx = (a[:-4], True) if a.endswith("+PTX") else (a, False)
+        major, minor = cc.split(".")
+        suffix = minor[1:] if len(minor) > 1 else ""  # "9.0a" -> minor "0a"
+        num = f"{major}{minor[0]}"
+        out[f"sm_{num}{suffix}"] = "sass"
+        if ptx:
+            out[f"compute_{num}{suffix}"] = "ptx"
+    return out
+
+
+PROBE = textwrap.dedent(
+    r"""
+    import json, sys
+    result = {}
+    import kiln
+    result["version"] = kiln.__version__
+    info = kiln.build_info()
+    result["build_info"] = info
+    result["runtime_libraries"] = kiln.runtime_libraries()
+    errors = {}
+    import numpy as np
+    x = np.arange(37, dtype=np.float32)
+    calls = {
+        "vecadd(numpy)": lambda: kiln.vecadd(x, x),
+        "rmsnorm(numpy)": lambda: kiln.rmsnorm(x.reshape(1, 37), x),
+        "matmul(numpy)": lambda: kiln.matmul(x.reshape(1, 37), x.reshape(37, 1)),
+        "device_count()": kiln.device_count,
+        "device_info()": kiln.device_info,
+    }
+    for name, f in calls.items():
+        try:
+            f()
+            errors[name] = None
+        except BaseException as e:
+            errors[name] = {"type": type(e).__name__, "message": str(e),
+                            "is_no_driver": isinstance(e, kiln.NoDriverError),
+                            "is_kiln_error": isinstance(e, kiln.KilnError)}
+    try:
+        kiln.vecadd(object(), object())
+        errors["vecadd(object)"] = None
+    except TypeError as e:
+        errors["vecadd(object)"] = {"type": type(e).__name__, "message": str(e)}
+    result["errors"] = errors
+    print(json.dumps(result))
+    """
+)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("wheel", type=Path)
+    ap.add_argument("--pins", type=Path, default=Path(__file__).resolve().parents[2] / "Cargo.toml")
+    ap.add_argument("--offline", action="store_true", help="skip the PyPI resolution of Requires-Dist")
+    args = ap.parse_args()
+    wheel = args.wheel.resolve()
+    if not wheel.is_file():
+        print(f"error: {wheel} is not a file", file=sys.stderr)
+        return 2
+
+    print(f"kiln wheel without a GPU: {wheel.name}")
+    with zipfile.ZipFile(wheel) as z:
+        meta_name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = z.read(meta_name).decode()
+        so_names = [n for n in z.namelist() if n.endswith(".so")]
+        so_bytes = {n: z.read(n) for n in so_names}
+    requires = [l.split(":", 1)[1].strip() for l in metadata.splitlines() if l.startswith("Requires-Dist:")]
+    check("wheel name is cp39-abi3-manylinux x86_64", bool(re.search(r"-cp39-abi3-manylinux_\d+_\d+_x86_64\.whl$", wheel.name)), wheel.name)
+    check("Requires-Dist pins the NVIDIA runtime wheels", bool(requires) and all("==" in r for r in requires), ", ".join(requires))
+
+    with tempfile.TemporaryDirectory(prefix="kiln-wheel-check-") as tmp:
+        tmp = Path(tmp)
+        # The extension NEEDs no CUDA library: the driver and libraries are opened at run time.
+        for name, data in so_bytes.items():
+            p = tmp / Path(name).name
+            p.write_bytes(data)
+            r = run(["readelf", "-d", str(p)])
+            needed = re.findall(r"\(NEEDED\).*\[(.+?)\]", r.stdout)
+            cuda = [n for n in needed if re.match(r"lib(cuda|cudart|cublas|cudnn|nccl|nvrtc|python)", n)]
+            check(f"{name} NEEDs no CUDA/Python library", r.returncode == 0 and not cuda, f"NEEDED {needed}")
+
+        venv = tmp / "venv"
+        r = run([sys.executable, "-m", "venv", str(venv)])
+        if not check("fresh venv", r.returncode == 0, r.stderr.strip()[-300:]):
+            return 1
+        py = str(venv / "bin" / "python")
+        pip = [py, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+        r = run(pip + ["install", "--quiet", "--no-deps", str(wheel)])
+        check("pip install --no-deps WHEEL", r.returncode == 0, (r.stdout + r.stderr).strip()[-500:])
+        if not args.offline:
+            report = tmp / "report.json"
+            r = run(pip + ["install", "--quiet", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--report", str(report), str(wheel)])
+            if check("pip install --dry-run WHEEL resolves every Requires-Dist on PyPI", r.returncode == 0, (r.stderr.strip()[-500:])):
+                got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+                for req in requires:
+                    name, version = req.split("==")
+                    check(f"  resolves {req}", got.get(name.lower()) == version, f"got {got.get(name.lower())}")
+        # numpy is the host-array producer the no-driver calls use.
+        r = run(pip + ["install", "--quiet", "numpy"])
+        check("pip install numpy (for host-array calls)", r.returncode == 0, r.stderr.strip()[-300:])
+
+        # The package's own tests (crates/kiln-py/tests), with pytest at its pinned version.
+        tests = Path(__file__).resolve().parents[2] / "crates" / "kiln-py" / "tests"
+        pytest_pin = load_kiln_table(args.pins).get("test-tools", {}).get("pytest")
+        if check("pytest pinned in [workspace.metadata.kiln.test-tools]", bool(pytest_pin), str(pytest_pin)):
+            r = run(pip + ["install", "--quiet", f"pytest=={pytest_pin}"])
+            if check(f"pip install pytest=={pytest_pin}", r.returncode == 0, r.stderr.strip()[-300:]):
+                env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
+                r = run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)], env=env, cwd=str(tmp))
+                last = (r.stdout.strip().splitlines() or [""])[-1]
+                check("pytest crates/kiln-py/tests (installed wheel)", r.returncode == 0,
+                      last if r.returncode == 0 else (r.stdout + r.stderr)[-2500:])
+
+        # Stub libcuda.so (the toolkit's link-time stub is like this): must not be taken for the driver.
+        stub_dir = tmp / "stub"
+        stub_dir.mkdir()
+        (stub_dir / "stub.c").write_text("int cuInit(unsigned int flags) { (void)flags; return 0; }\n"
+                                          "int cuDriverGetVersion(int *v) { *v = 13000; return 0; }\n")
+        r = run(["gcc", "-shared", "-fPIC", "-o", str(stub_dir / "libcuda.so"), str(stub_dir / "stub.c")])
+        have_stub = check("stub libcuda.so built with gcc", r.returncode == 0, r.stderr.strip())
+
+        envs = {"plain environment": {}}
+        if have_stub:
+            envs["stub libcuda.so on LD_LIBRARY_PATH"] = {"LD_LIBRARY_PATH": str(stub_dir)}
+        expected = expected_targets(args.pins)
+        for label, extra in envs.items():
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "LD_PRELOAD")}
+            env.update(extra)
+            r = run([py, "-c", PROBE], env=env, cwd=str(tmp))
+            if not check(f"[{label}] import kiln, build_info(), GPU calls", r.returncode == 0, (r.stderr.strip()[-800:])):
+                continue
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+            info = res["build_info"]
+            targets = {t["target"]: t["kind"] for t in info["targets"]}
+            check(f"[{label}] build_info targets = the matrix in {args.pins.name}", targets == expected,
+                  " ".join(f"{t}({k})" for t, k in targets.items()))
+            kernels = [set(t["kernels"]) for t in info["targets"]]
+            check(f"[{label}] every target has the same kernels", bool(kernels[0]) and all(k == kernels[0] for k in kernels),
+                  f"{len(kernels[0])} kernels per target")
+            ptx = [t for t in info["targets"] if t["kind"] == "ptx"]
+            check(f"[{label}] PTX targets carry their PTX ISA", all(t.get("ptx_isa") for t in ptx), ", ".join(f"{t['target']} ISA {t.get('ptx_isa')}" for t in ptx))
+            feats = info["features"]
+            check(f"[{label}] features: cuda, cublas, cudnn, nccl", all(feats.get(k) is True for k in ("cuda", "cublas", "cudnn", "nccl")), json.dumps(feats))
+            check(f"[{label}] version = workspace version", res["version"] == info["version"], res["version"])
+            check(f"[{label}] commit recorded", bool(info.get("commit")), f"{info.get('commit')} dirty={info.get('dirty')}")
+            for call, err in res["errors"].items():
+                if call == "vecadd(object)":
+                    check(f"[{label}] {call} -> TypeError", err is not None and err["type"] == "TypeError", err and err["message"])
+                    continue
+                ok = err is not None and err["is_no_driver"] and err["message"].startswith("no NVIDIA driver found: libcuda.so.1")
+                check(f"[{label}] {call} -> kiln.NoDriverError", ok, err and f"{err['type']}: {err['message']}")
+            not_found = all(v["status"] == "not found" for v in res["runtime_libraries"].values())
+            check(f"[{label}] runtime_libraries() reports each soname", bool(res["runtime_libraries"]) and not_found,
+                  ", ".join(f"{k}: {v['status']}" for k, v in res["runtime_libraries"].items()))
+
+    print(f"{'FAILED: ' + ', '.join(FAILED) if FAILED else 'all checks passed'}")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

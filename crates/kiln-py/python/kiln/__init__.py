@@ -1,0 +1,29 @@
+"""kiln: CUDA kernels (vector add, axpby, RMSNorm, softmax, RoPE, SiLU-and-multiply, embedding
+lookup), cuBLAS matmul, cuDNN softmax and an NCCL all-reduce, for any DLPack array.
+
+Inputs: any object with ``__dlpack__``/``__dlpack_device__``. CUDA arrays (torch, cupy, jax)
+are used in place, zero-copy; host arrays (numpy, CPU torch) are copied to the GPU. Results are
+``kiln.Array``: device memory that ``torch.from_dlpack`` / ``cupy.from_dlpack`` take zero-copy;
+``.numpy()`` copies to the host. Every launch uses the CUDA legacy default stream.
+
+Without an NVIDIA driver, ``import kiln`` and ``kiln.build_info()`` work; operations raise
+``kiln.NoDriverError``. How the NVIDIA libraries are found: see ``kiln._preload``.
+"""
+
+from . import _errors, _kiln, _preload
+from ._errors import *  # noqa: F401,F403
+from ._kiln import *  # noqa: F401,F403
+from ._kiln import build_info
+
+__version__: str = _kiln.__version__
+
+# Before any operation can dlopen cuBLAS/cuDNN/NCCL: load them from the NVIDIA wheels.
+_preload.preload(build_info()["runtime_libraries"])
+
+
+def runtime_libraries():
+    """For each NVIDIA library soname: where ``import kiln`` loaded it from, or why not."""
+    return _preload.report()
+
+
+__all__ = sorted(set(_kiln.__all__) | set(_errors.__all__) | {"runtime_libraries", "__version__"})

@@ -1,0 +1,165 @@
+//! `kiln.Array`: a result in device memory, owned by kiln, handed to torch/cupy/jax zero-copy
+//! through DLPack, or copied to the host with `.numpy()`.
+
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+
+use crate::device;
+use crate::dlpack::{self, Elem};
+use crate::errors::IntoPy;
+
+#[pyclass(module = "kiln", name = "Array", frozen)]
+pub struct Array {
+    pub tensor: Arc<kiln_runtime::Tensor>,
+}
+
+pub fn elem_of(d: kiln_runtime::DType) -> Elem {
+    match d {
+        kiln_runtime::DType::F32 => Elem::F32,
+        kiln_runtime::DType::F16 => Elem::F16,
+        kiln_runtime::DType::BF16 => Elem::BF16,
+        kiln_runtime::DType::I32 => Elem::I32,
+        kiln_runtime::DType::I64 => Elem::I64,
+    }
+}
+
+pub fn dtype_of(e: Elem) -> kiln_runtime::DType {
+    match e {
+        Elem::F32 => kiln_runtime::DType::F32,
+        Elem::F16 => kiln_runtime::DType::F16,
+        Elem::BF16 => kiln_runtime::DType::BF16,
+        Elem::I32 => kiln_runtime::DType::I32,
+        Elem::I64 => kiln_runtime::DType::I64,
+    }
+}
+
+impl Array {
+    pub fn new(t: kiln_runtime::Tensor) -> Array {
+        Array { tensor: Arc::new(t) }
+    }
+}
+
+#[pymethods]
+impl Array {
+    /// The shape, as a tuple of ints.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.tensor.shape())
+    }
+
+    /// The element type's name: "float32", "float16", "bfloat16", "int32" or "int64".
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.tensor.dtype().long_name()
+    }
+
+    /// The CUDA device ordinal holding the memory.
+    #[getter]
+    fn device(&self) -> usize {
+        self.tensor.device()
+    }
+
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.tensor.nbytes()
+    }
+
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.tensor.shape().len()
+    }
+
+    /// The device address of the first element (for debugging and interop checks).
+    #[getter]
+    fn data_ptr(&self) -> u64 {
+        self.tensor.ptr()
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        self.tensor.shape().first().copied().ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of a 0-d kiln.Array"))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("kiln.Array(shape={:?}, dtype={}, device=cuda:{})", self.tensor.shape(), self.dtype(), self.device())
+    }
+
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (dlpack::KDL_CUDA, self.tensor.device() as i32)
+    }
+
+    /// DLPack export (array API standard). kiln's work is on the legacy default stream:
+    /// `stream` None or 1 (legacy default) and -1 (no sync) need nothing; any other stream
+    /// (2 = per-thread default, or a stream handle) gets the result only after kiln's stream
+    /// has finished (the GPU is synchronized before the capsule is returned).
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<i64>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        dlpack::check_requested_device(dl_device, self.tensor.device() as i32)?;
+        if copy == Some(true) {
+            return Err(PyBufferError::new_err(
+                "kiln.Array.__dlpack__(copy=True) is not supported: kiln.copy(x) makes a device copy",
+            ));
+        }
+        match stream {
+            None | Some(dlpack::STREAM_LEGACY_DEFAULT) | Some(dlpack::STREAM_NO_SYNC) => {}
+            Some(0) => {
+                return Err(PyValueError::new_err(
+                    "stream=0 is ambiguous for CUDA in DLPack; pass 1 (legacy default) or 2 (per-thread default)",
+                ))
+            }
+            Some(_) => {
+                let gpu = device::gpu(py, self.tensor.device())?;
+                py.detach(|| gpu.synchronize()).py_err(py)?;
+            }
+        }
+        let versioned = max_version.is_some_and(|(major, _)| major >= 1);
+        let t = self.tensor.clone();
+        let export = dlpack::Export {
+            data: t.ptr(),
+            device_id: t.device() as i32,
+            elem: elem_of(t.dtype()),
+            shape: t.shape().to_vec(),
+            owner: t,
+        };
+        dlpack::export(py, export, versioned)
+    }
+
+    /// A numpy array with a host copy of the data (waits for the GPU). bfloat16, which numpy
+    /// lacks, comes back as float32 (exactly: every bfloat16 is a float32).
+    fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let t = self.tensor.clone();
+        let mut bytes = py.detach(|| t.to_host()).py_err(py)?;
+        let mut dtype = self.dtype();
+        if t.dtype() == kiln_runtime::DType::BF16 {
+            bytes = bytes.chunks_exact(2).flat_map(|b| ((u16::from_ne_bytes([b[0], b[1]]) as u32) << 16).to_ne_bytes()).collect();
+            dtype = "float32";
+        }
+        let np = py.import("numpy").map_err(|e| {
+            PyErr::new::<pyo3::exceptions::PyImportError, _>(format!("kiln.Array.numpy() needs numpy: {e}"))
+        })?;
+        let flat = np.call_method1("frombuffer", (PyBytes::new(py, &bytes), dtype))?;
+        flat.call_method1("reshape", (PyTuple::new(py, t.shape())?,))?.call_method0("copy")
+    }
+
+    /// numpy's conversion hook: `numpy.asarray(kiln_array)` copies to the host.
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__<'py>(&self, py: Python<'py>, dtype: Option<Bound<'py, PyAny>>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
+        if copy == Some(false) {
+            return Err(PyValueError::new_err("a kiln.Array lives on the GPU: numpy needs a copy (copy=False cannot be honoured)"));
+        }
+        let a = self.numpy(py)?;
+        match dtype {
+            Some(d) => a.call_method1("astype", (d,)),
+            None => Ok(a),
+        }
+    }
+}

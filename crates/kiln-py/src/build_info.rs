@@ -1,0 +1,43 @@
+//! `kiln.build_info()`: what this extension was built from, read from what was embedded at
+//! build time (kiln-build's kernel manifest and kiln-py's build script), never re-derived.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// kiln-py's build script output: commit, dirty flag, the runtime libraries of this build.
+pub const PY_BUILD_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/py_build_info.json"));
+
+/// The build info as one JSON document (the manifest's fields at the top level).
+pub fn build_info_json() -> serde_json::Value {
+    let manifest: serde_json::Value =
+        serde_json::from_str(kiln_kernels::MANIFEST_JSON).expect("kiln-build embeds valid manifest JSON");
+    let py_build: serde_json::Value = serde_json::from_str(PY_BUILD_JSON).expect("build.rs writes valid JSON");
+    let libs = py_build["runtime_libraries"].as_object().cloned().unwrap_or_default();
+    let mut info = match manifest {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!("the manifest is a JSON object"),
+    };
+    info.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+    info.insert("commit".into(), py_build["commit"].clone());
+    info.insert("dirty".into(), py_build["dirty"].clone());
+    info.insert(
+        "features".into(),
+        serde_json::json!({
+            // The kernels: every target in `targets` above.
+            "cuda": !kiln_kernels::fatbin().is_empty(),
+            "cublas": libs.contains_key("cublas"),
+            "cudnn": libs.contains_key("cudnn"),
+            "nccl": libs.contains_key("nccl"),
+        }),
+    );
+    info.insert("runtime_libraries".into(), serde_json::Value::Object(libs));
+    serde_json::Value::Object(info)
+}
+
+/// Returns a dict: the embedded manifest (targets with their kernels, matrix, min_driver,
+/// toolchain, flags, sources), plus version, commit, dirty, features and runtime_libraries.
+#[pyfunction]
+pub fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let text = serde_json::to_string(&build_info_json()).expect("serializes");
+    py.import("json")?.call_method1("loads", (text,))?.cast_into::<PyDict>().map_err(Into::into)
+}

@@ -1,0 +1,45 @@
+//! kiln_runtime::Error -> the Python exceptions of `kiln._errors` (defined in Python so that,
+//! e.g., ShapeError is both a KilnError and a ValueError).
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+pub fn to_py(py: Python<'_>, e: kiln_runtime::Error) -> PyErr {
+    use kiln_runtime::Error as E;
+    let class = match &e {
+        E::NoDriver(_) => "NoDriverError",
+        E::NoDevice { .. } => "NoDeviceError",
+        E::MissingLibrary { .. } => "MissingLibraryError",
+        E::Driver { .. } | E::Library { .. } => "CudaError",
+        E::Shape(_) => "ShapeError",
+        E::DType(_) => "DTypeError",
+        E::Memory(_) => "DeviceMemoryError",
+        E::Index(_) => "IdOutOfRangeError",
+        // A variant kiln-runtime adds later is still a KilnError until it gets its own class.
+        #[allow(unreachable_patterns)]
+        _ => "KilnError",
+    };
+    raise(py, class, e.to_string())
+}
+
+/// An instance of `kiln._errors.<class>`; RuntimeError if that module cannot be imported.
+pub fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
+    match py.import("kiln._errors").and_then(|m| m.getattr(class)) {
+        Ok(cls) => match cls.call1((message.clone(),)) {
+            Ok(instance) => PyErr::from_value(instance),
+            Err(err) => err,
+        },
+        Err(_) => PyRuntimeError::new_err(message),
+    }
+}
+
+/// `?`-friendly: kiln_runtime::Result<T> -> PyResult<T>.
+pub trait IntoPy<T> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for kiln_runtime::Result<T> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, e))
+    }
+}

@@ -1,0 +1,145 @@
+"""The installed `kiln` package on a machine without an NVIDIA driver (CI, the build machines).
+
+Run in the venv that checks/wheel/check_no_gpu.py builds (the wheel installed, numpy present):
+    python -m pytest crates/kiln-py/tests
+The GPU behaviour is tested by checks/gpu-bundle/test_kiln_gpu.py on a GPU machine.
+"""
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import _preload
+
+if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
+    pytest.skip("this machine has an NVIDIA device; these tests are for machines without one",
+                allow_module_level=True)
+
+
+def test_build_info_is_the_embedded_manifest():
+    info = kiln.build_info()
+    assert info["version"] == kiln.__version__
+    for key in ("targets", "matrix", "min_driver", "toolchain", "flags", "sources", "features", "commit"):
+        assert key in info, key
+    kinds = {t["target"]: t["kind"] for t in info["targets"]}
+    # Every "X.Y" of the matrix is an sm_XY SASS target; "+PTX" adds compute_XY PTX.
+    for arch in info["matrix"]:
+        cc = arch.replace("+PTX", "").replace(".", "")
+        assert kinds.get(f"sm_{cc}") == "sass", (arch, kinds)
+        if arch.endswith("+PTX"):
+            assert kinds.get(f"compute_{cc}") == "ptx", (arch, kinds)
+    assert info["features"] == {"cuda": True, "cublas": True, "cudnn": True, "nccl": True}
+    # build_info() is a fresh dict each time: callers may modify it.
+    info["targets"].clear()
+    assert kiln.build_info()["targets"]
+
+
+def test_kernels_for_every_op_and_float_dtype():
+    kernels = set(kiln.build_info()["targets"][0]["kernels"])
+    for op in ("vecadd", "axpby", "rmsnorm", "softmax", "rope", "silu_mul", "embedding"):
+        for dt in ("f32", "f16", "bf16"):
+            assert any(k.startswith(op) and k.endswith(dt) for k in kernels), (op, dt, sorted(kernels))
+
+
+def test_gpu_calls_raise_no_driver_error():
+    x = np.ones(7, dtype=np.float32)
+    with pytest.raises(kiln.NoDriverError, match=r"^no NVIDIA driver found: libcuda\.so\.1"):
+        kiln.vecadd(x, x)
+    with pytest.raises(kiln.NoDriverError):
+        kiln.device_count()
+    assert issubclass(kiln.NoDriverError, kiln.KilnError)
+    assert issubclass(kiln.KilnError, RuntimeError)
+
+
+def test_bad_inputs_fail_before_the_gpu_is_needed():
+    # Non-DLPack objects, unsupported dtypes and non-contiguous arrays are rejected while
+    # reading the arguments, with the argument's name, before any driver call.
+    with pytest.raises(TypeError, match="a: expected an array that supports DLPack"):
+        kiln.vecadd([1.0], [2.0])
+    with pytest.raises(TypeError, match="dtype float64 is not supported"):
+        kiln.softmax(np.ones(3))
+    with pytest.raises(ValueError, match="contiguous"):
+        kiln.softmax(np.ones((4, 6), dtype=np.float32).T)
+    with pytest.raises(TypeError):
+        kiln.rope(np.ones((2, 1, 4), dtype=np.float32), offset="x")
+
+
+def test_error_classes_have_the_builtin_bases():
+    assert issubclass(kiln.ShapeError, ValueError) and issubclass(kiln.ShapeError, kiln.KilnError)
+    assert issubclass(kiln.DTypeError, TypeError)
+    assert issubclass(kiln.IdOutOfRangeError, IndexError)
+
+
+def _fake_library(tmp_path, soname):
+    """A real shared library with DT_SONAME `soname`, in tmp_path/site/nvidia/fake/lib."""
+    lib_dir = tmp_path / "site" / "nvidia" / "fake" / "lib"
+    lib_dir.mkdir(parents=True)
+    src = tmp_path / "fake.c"
+    src.write_text("int kiln_fake_answer(void) { return 42; }\n")
+    out = lib_dir / soname
+    r = subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), str(src)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"gcc could not build the fake library: {r.stderr}")
+    return tmp_path / "site"
+
+
+def _probe(site, soname, env_extra=None):
+    """In a fresh interpreter: preload from `site`, then dlopen by bare soname."""
+    code = textwrap.dedent(f"""
+        import ctypes, json, sys
+        sys.path.insert(0, {str(site)!r})
+        from kiln import _preload
+        _preload.preload({{"fake": {{"lib_dir": "nvidia/fake/lib", "sonames": [{soname!r}],
+                                     "requirement": "nvidia-fake==1"}}}})
+        report = _preload.report()
+        try:
+            answer = ctypes.CDLL({soname!r}).kiln_fake_answer()
+        except OSError as e:
+            answer = str(e)
+        print(json.dumps({{"report": report, "answer": answer}}))
+    """)
+    env = dict(os.environ, **(env_extra or {}))
+    env.pop("LD_LIBRARY_PATH", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    import json
+    return json.loads(r.stdout)
+
+
+def test_preload_makes_the_bare_soname_resolve(tmp_path):
+    soname = "libkilnfake.so.7"
+    site = _fake_library(tmp_path, soname)
+    out = _probe(site, soname)
+    assert out["report"][soname]["status"] == "loaded", out
+    assert out["report"][soname]["path"].startswith(str(site))
+    # What cuBLAS/cuDNN/NCCL users do: dlopen("libX.so.N") with no path; it resolves to the
+    # preloaded copy although the directory is on no loader path.
+    assert out["answer"] == 42, out
+
+
+def test_preload_off_and_not_found(tmp_path):
+    soname = "libkilnfake.so.7"
+    site = _fake_library(tmp_path, soname)
+    off = _probe(site, soname, {"KILN_NO_PRELOAD": "1"})
+    assert off["report"][soname]["status"].startswith("skipped"), off
+    assert off["answer"] != 42  # not found by the loader: the preload is what made it work
+    missing = _probe(tmp_path / "empty", soname)
+    assert missing["report"][soname]["status"] == "not found"
+    assert "pip install nvidia-fake==1" in missing["report"][soname]["error"]
+
+
+def test_runtime_libraries_report_every_pinned_soname():
+    libs = kiln.build_info()["runtime_libraries"]
+    report = kiln.runtime_libraries()
+    for name, lib in libs.items():
+        assert lib["requirement"] == f"{lib['wheel']}=={lib['version']}"
+        for soname in lib["sonames"]:
+            assert report[soname]["library"] == name
+            assert report[soname]["status"] in ("loaded", "already loaded", "not found")

@@ -1,0 +1,199 @@
+//! `cargo xtask gpu-bundle`: one directory to carry to a GPU machine that has no Rust and no
+//! network: the wheel, kiln-runtime's GPU test and benchmark executables, the `kiln` binary,
+//! and `run.sh RESULTS_DIR`, which runs everything there and writes JSON results.
+//!
+//! Layout:
+//!   run.sh, run_all.py, test_kiln_gpu.py, bench_torch.py   (from checks/gpu-bundle/)
+//!   kiln-<version>-cp39-abi3-manylinux_*.whl
+//!   bin/<executable>                                         (tests, benches, kiln)
+//!   bundle.json                                              (what is here and how to run it)
+//!   policy/Cargo.toml                                        (the pins, for `kiln audit`)
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::bootstrap;
+use crate::toolchain::{repo_root, Layout};
+use crate::wheel;
+
+/// The most the lead engineer can carry to the GPU machine.
+const MAX_BYTES: u64 = 60 * 1024 * 1024;
+
+/// The scripts of checks/gpu-bundle/ that make up the bundle's runner.
+const SCRIPTS: &[&str] = &["run.sh", "run_all.py", "test_kiln_gpu.py", "bench_torch.py"];
+
+/// kiln-runtime's GPU executables: the integration test targets run as tests; a target named
+/// like `bench*` (test, bin or example) is a benchmark.
+const RUNTIME_PACKAGE: &str = "kiln-runtime";
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Where the bundle goes (default: <target dir>/gpu-bundle). Replaced if it exists.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Skip `kiln audit` of the wheel.
+    #[arg(long)]
+    pub no_audit: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let layout = bootstrap::ensure()?;
+    let root = repo_root();
+    let out = args.out.clone().unwrap_or_else(|| wheel::target_dir().join("gpu-bundle"));
+    if out.exists() {
+        std::fs::remove_dir_all(&out).with_context(|| format!("removing the old {}", out.display()))?;
+    }
+    std::fs::create_dir_all(out.join("bin"))?;
+
+    let built = wheel::build(&wheel::Args { out: None, no_audit: args.no_audit, test: false, offline: false })?;
+    let wheel_name = built.wheel.file_name().context("wheel file name")?.to_string_lossy().into_owned();
+    std::fs::copy(&built.wheel, out.join(&wheel_name))?;
+
+    let mut executables = Vec::new();
+    for exe in runtime_executables(&layout, &root)? {
+        let dest = out.join("bin").join(&exe.name);
+        std::fs::copy(&exe.path, &dest).with_context(|| format!("copying {}", exe.path.display()))?;
+        executables.push(json!({"name": exe.name, "target": exe.target, "kind": exe.kind, "path": format!("bin/{}", exe.name)}));
+    }
+    let kiln = if root.join("crates/kiln/Cargo.toml").exists() {
+        match wheel::build_kiln_binary(&layout, &root) {
+            Ok(path) => {
+                std::fs::copy(&path, out.join("bin/kiln"))?;
+                Some("bin/kiln")
+            }
+            Err(e) => {
+                eprintln!("warning: the kiln binary did not build, the bundle goes without it: {e:#}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    for script in SCRIPTS {
+        let src = root.join("checks/gpu-bundle").join(script);
+        std::fs::copy(&src, out.join(script)).with_context(|| format!("copying {}", src.display()))?;
+    }
+    set_executable(&out.join("run.sh"))?;
+    // `kiln audit --policy` there reads the same pins as here.
+    std::fs::create_dir_all(out.join("policy"))?;
+    std::fs::copy(root.join("Cargo.toml"), out.join("policy/Cargo.toml"))?;
+
+    let manifest = json!({
+        "schema": 1,
+        "kiln_version": env!("CARGO_PKG_VERSION"),
+        "commit": git(&root, &["rev-parse", "HEAD"]),
+        "dirty": git(&root, &["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
+        "wheel": wheel_name,
+        "wheel_tags": built.tags,
+        "requires_dist": built.requires_dist,
+        "executables": executables,
+        "kiln": kiln,
+    });
+    std::fs::write(out.join("bundle.json"), serde_json::to_string_pretty(&manifest)?)?;
+
+    let (files, bytes) = dir_size(&out)?;
+    if bytes > MAX_BYTES {
+        bail!("{} is {:.1} MiB, over the {} MiB limit", out.display(), mib(bytes), MAX_BYTES / (1024 * 1024));
+    }
+    println!("bundle:      {}", out.display());
+    println!("size:        {:.1} MiB in {files} files (limit {} MiB)", mib(bytes), MAX_BYTES / (1024 * 1024));
+    println!("wheel:       {wheel_name}");
+    for e in manifest["executables"].as_array().into_iter().flatten() {
+        println!("executable:  {} ({})", e["path"].as_str().unwrap_or("?"), e["kind"].as_str().unwrap_or("?"));
+    }
+    println!("kiln:        {}", kiln.unwrap_or("(not built)"));
+    println!("run there:   ./run.sh RESULTS_DIR   (Linux, NVIDIA GPU, Python 3 with torch)");
+    Ok(())
+}
+
+struct Executable {
+    name: String,
+    target: String,
+    kind: &'static str,
+    path: PathBuf,
+}
+
+/// Builds kiln-runtime's tests, bins and examples (release) and lists the executables cargo made.
+fn runtime_executables(layout: &Layout, root: &Path) -> Result<Vec<Executable>> {
+    let mut found = Vec::new();
+    for args in [
+        &["test", "--no-run"][..],
+        &["build", "--bins", "--examples"][..],
+    ] {
+        let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cargo
+            .current_dir(root)
+            .args(args)
+            .args(["--release", "--locked", "-p", RUNTIME_PACKAGE, "--message-format=json-render-diagnostics"]);
+        layout.apply(&mut cargo);
+        let out = cargo.output().context("running cargo")?;
+        if !out.status.success() {
+            bail!("cargo {} -p {RUNTIME_PACKAGE} failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+        }
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Ok(msg) = serde_json::from_str::<Value>(line) else { continue };
+            if msg["reason"] != "compiler-artifact" || !msg["package_id"].as_str().unwrap_or("").contains(RUNTIME_PACKAGE) {
+                continue;
+            }
+            let Some(exe) = msg["executable"].as_str() else { continue };
+            let target = msg["target"]["name"].as_str().unwrap_or("?").to_string();
+            let kinds: Vec<&str> = msg["target"]["kind"].as_array().into_iter().flatten().filter_map(|k| k.as_str()).collect();
+            let is_unit = kinds.contains(&"lib");
+            let kind = if target.starts_with("bench") {
+                "bench"
+            } else if msg["profile"]["test"].as_bool() == Some(true) {
+                "test"
+            } else {
+                "bin"
+            };
+            // The library's unit tests are CPU tests that CI runs; the bundle carries GPU targets.
+            if is_unit {
+                continue;
+            }
+            let name = if kind == "test" && !target.starts_with("test") { format!("test-{target}") } else { target.clone() };
+            if found.iter().any(|e: &Executable| e.name == name) {
+                continue;
+            }
+            found.push(Executable { name, target, kind, path: PathBuf::from(exe) });
+        }
+    }
+    Ok(found)
+}
+
+fn git(root: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git").current_dir(root).args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn set_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut perm = std::fs::metadata(path)?.permissions();
+    perm.set_mode(0o755);
+    std::fs::set_permissions(path, perm)?;
+    Ok(())
+}
+
+fn dir_size(dir: &Path) -> Result<(usize, u64)> {
+    let (mut files, mut bytes) = (0, 0);
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            let (f, b) = dir_size(&entry.path())?;
+            files += f;
+            bytes += b;
+        } else {
+            files += 1;
+            bytes += meta.len();
+        }
+    }
+    Ok((files, bytes))
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
