@@ -59,7 +59,7 @@ step() { # step NAME TIMEOUT_S CMD...
 } >"$OUT/environment.log"
 
 # 1. Every op vs the CPU reference, full shapes (prints per-op case counts).
-step gpu_ops 600 "$BIN/gpu_ops" --test-threads=1 --nocapture
+step gpu_ops 300 "$BIN/gpu_ops" --test-threads=1 --nocapture
 # 2. No-driver path (skips with a reason where a driver exists) and the stub-libcuda check.
 step no_driver 120 "$BIN/no_driver" --test-threads=1
 step stub_libcuda 120 "$BIN/stub_libcuda" --test-threads=1
@@ -70,9 +70,9 @@ step runtime_libraries 120 env KILN_TEST_NVIDIA_SITE="$NV_SITE" "$BIN/runtime_li
 #    models). racecheck checks shared-memory hazards, so it runs the tests of the kernels that
 #    use shared memory (rmsnorm, softmax, rope).
 if [ -n "$SANITIZER" ]; then
-    step memcheck 600 env KILN_GPU_TEST_SIZES=small "$SANITIZER" --tool memcheck --error-exitcode 1 \
+    step memcheck 420 env KILN_GPU_TEST_SIZES=small "$SANITIZER" --tool memcheck --error-exitcode 1 \
         "$BIN/gpu_ops" --test-threads=1 --skip nccl --skip matmul --skip cudnn
-    step racecheck 600 env KILN_GPU_TEST_SIZES=small "$SANITIZER" --tool racecheck --error-exitcode 1 \
+    step racecheck 420 env KILN_GPU_TEST_SIZES=small "$SANITIZER" --tool racecheck --error-exitcode 1 \
         "$BIN/gpu_ops" --test-threads=1 --skip nccl --skip matmul --skip cudnn --skip elementwise --skip embedding --skip bad_inputs
 else
     echo "compute-sanitizer not found: memcheck/racecheck not run" | tee "$OUT/sanitizer.log"
@@ -80,7 +80,7 @@ else
     ORDER+=(sanitizer_missing)
 fi
 # 4. Bandwidth vs a device-to-device copy, same run.
-step bench 600 "$BIN/kiln-gpu-bench" --out "$OUT/rust_bench.json"
+step bench 300 "$BIN/kiln-gpu-bench" --out "$OUT/rust_bench.json"
 
 status=0
 {
