@@ -186,22 +186,29 @@ impl Gpu {
         if view.ptr % view.dtype.size() as u64 != 0 {
             return Err(Error::Memory(format!("{what}: pointer {:#x} is not aligned to its {} elements", view.ptr, view.dtype)));
         }
-        let mut ordinal: i32 = -1;
-        // SAFETY: the attribute is an int written into `ordinal`.
-        let r = unsafe {
-            sys::cuPointerGetAttribute(
-                &mut ordinal as *mut i32 as *mut c_void,
-                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                view.ptr,
-            )
+        // Device (or managed) memory of this GPU; host memory — even where the GPU could reach
+        // it (pinned, or HMM) — is refused: the caller meant a copy.
+        let attr = |a: sys::CUpointer_attribute| -> std::result::Result<i32, sys::CUresult> {
+            let mut v: i32 = -1;
+            // SAFETY: both attributes asked for here are written as a 32-bit int.
+            let r = unsafe { sys::cuPointerGetAttribute(&mut v as *mut i32 as *mut c_void, a, view.ptr) };
+            if r == sys::CUresult::CUDA_SUCCESS { Ok(v) } else { Err(r) }
         };
-        if r != sys::CUresult::CUDA_SUCCESS {
-            return Err(Error::Memory(format!(
-                "{what}: {:#x} is not CUDA device memory ({}) — pass a GPU array, or copy host data with Tensor::from_host",
-                view.ptr,
-                driver_message(result::DriverError(r))
-            )));
+        let not_device = |why: String| {
+            Error::Memory(format!(
+                "{what}: {:#x} is not CUDA device memory ({why}) — pass a GPU array, or copy host data with Tensor::from_host",
+                view.ptr
+            ))
+        };
+        let kind = attr(sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+            .map_err(|r| not_device(driver_message(result::DriverError(r))))?;
+        let device = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as i32;
+        let unified = sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as i32;
+        if kind != device && kind != unified {
+            return Err(not_device(format!("memory type {kind}")));
         }
+        let ordinal = attr(sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+            .map_err(|r| not_device(driver_message(result::DriverError(r))))?;
         if ordinal != self.inner.ordinal as i32 {
             return Err(Error::Memory(format!("{what}: memory is on GPU {ordinal}, the op runs on GPU {}", self.inner.ordinal)));
         }
