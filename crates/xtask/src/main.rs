@@ -7,6 +7,7 @@ mod bootstrap;
 mod gpu_bundle;
 mod kernels;
 mod nix_check;
+mod repro;
 mod test;
 mod toolchain;
 mod wheel;
@@ -36,6 +37,8 @@ enum Command {
     Wheel(wheel::Args),
     /// Make the GPU bundle: the wheel, the Rust GPU tests and benchmarks, `kiln`, and run.sh.
     GpuBundle(gpu_bundle::Args),
+    /// Build the wheel twice from clean target directories and require identical bytes.
+    Repro(repro::Args),
     /// Check the flake offline: parse, fmt, deadnix, lock, eval against the test doubles.
     NixCheck(nix_check::Args),
 }
@@ -49,6 +52,7 @@ fn main() {
         Command::Test(args) => test::run(args),
         Command::AuditMutations(args) => audit_mutations::run(args),
         Command::NixCheck(args) => nix_check::run(args),
+        Command::Repro(args) => repro::run(args),
         Command::Wheel(args) => wheel::run(args),
         Command::GpuBundle(args) => gpu_bundle::run(args),
     };

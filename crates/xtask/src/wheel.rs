@@ -152,6 +152,9 @@ fn maturin_build(layout: &Layout, pins: &Pins, root: &Path) -> Result<PathBuf> {
             }
         }
     }
+    for (k, v) in reproducible_env(root) {
+        cmd.env(k, v);
+    }
     eprintln!("building the wheel: maturin {} build --release --compatibility {MANYLINUX}", pins.toolchain.maturin);
     let status = cmd.status().context("cannot start maturin (run `cargo xtask bootstrap`)")?;
     if !status.success() {
@@ -166,6 +169,34 @@ fn maturin_build(layout: &Layout, pins: &Pins, root: &Path) -> Result<PathBuf> {
         [one] => Ok(one.clone()),
         other => bail!("maturin left {} wheels in {}", other.len(), staging.display()),
     }
+}
+
+/// What makes two builds of one commit byte-identical wherever they run: paths mapped to fixed
+/// prefixes (the checkout, cargo's registry, the target directory), and the commit recorded in
+/// the build manifest passed explicitly rather than left to each build script's `git` call.
+fn reproducible_env(root: &Path) -> Vec<(&'static str, String)> {
+    let cargo_home = std::env::var("CARGO_HOME")
+        .unwrap_or_else(|_| format!("{}/.cargo", std::env::var("HOME").unwrap_or_default()));
+    let mut flags = std::env::var("RUSTFLAGS").unwrap_or_default();
+    for (from, to) in [
+        (target_dir().display().to_string(), "/kiln/target"),
+        (root.display().to_string(), "/kiln"),
+        (cargo_home, "/cargo"),
+    ] {
+        flags.push_str(&format!(" --remap-path-prefix={from}={to}"));
+    }
+    let mut env = vec![("RUSTFLAGS", flags.trim().to_string())];
+    let git = |args: &[&str]| {
+        Command::new("git").current_dir(root).args(args).output().ok().filter(|o| o.status.success())
+    };
+    if std::env::var_os("KILN_BUILD_COMMIT").is_none() {
+        if let Some(out) = git(&["rev-parse", "HEAD"]) {
+            env.push(("KILN_BUILD_COMMIT", String::from_utf8_lossy(&out.stdout).trim().to_string()));
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());
+            env.push(("KILN_BUILD_DIRTY", if dirty { "1" } else { "0" }.to_string()));
+        }
+    }
+    env
 }
 
 /// `kiln audit WHEEL --policy Cargo.toml` when the `kiln` binary crate exists; findings fail.

@@ -1,0 +1,232 @@
+//! Comparing two wheels member by member.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+/// One member that differs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Difference {
+    OnlyInFirst(String),
+    OnlyInSecond(String),
+    /// Same name, different bytes: the first differing offset and where it lies.
+    Content { name: String, offset: u64, sizes: (u64, u64), location: String, first: String, second: String },
+    /// Same bytes, different zip entry metadata (time stamp, mode, order).
+    Entry { name: String, what: String },
+}
+
+pub struct Report {
+    pub sha256: (String, String),
+    pub members: usize,
+    pub differences: Vec<Difference>,
+}
+
+impl Report {
+    pub fn identical(&self) -> bool {
+        self.sha256.0 == self.sha256.1
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let diffs: Vec<serde_json::Value> = self
+            .differences
+            .iter()
+            .map(|d| match d {
+                Difference::OnlyInFirst(n) => serde_json::json!({"member": n, "kind": "only-in-first"}),
+                Difference::OnlyInSecond(n) => serde_json::json!({"member": n, "kind": "only-in-second"}),
+                Difference::Content { name, offset, sizes, location, first, second } => serde_json::json!({
+                    "member": name, "kind": "content", "offset": offset, "sizes": [sizes.0, sizes.1],
+                    "location": location, "first_bytes": first, "second_bytes": second}),
+                Difference::Entry { name, what } => serde_json::json!({"member": name, "kind": "entry", "what": what}),
+            })
+            .collect();
+        serde_json::json!({"identical": self.identical(), "sha256": [self.sha256.0, self.sha256.1],
+            "members": self.members, "differences": diffs})
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.identical() {
+            return write!(f, "reproducible: both builds are byte-identical ({} members, sha256 {})", self.members, self.sha256.0);
+        }
+        writeln!(f, "NOT reproducible: sha256 {} vs {}", self.sha256.0, self.sha256.1)?;
+        for d in &self.differences {
+            match d {
+                Difference::OnlyInFirst(n) => writeln!(f, "  {n}: only in the first wheel")?,
+                Difference::OnlyInSecond(n) => writeln!(f, "  {n}: only in the second wheel")?,
+                Difference::Content { name, offset, sizes, location, first, second } => writeln!(
+                    f,
+                    "  {name}: content differs first at byte {offset:#x} ({location}; sizes {} / {})\n      first:  {first}\n      second: {second}",
+                    sizes.0, sizes.1
+                )?,
+                Difference::Entry { name, what } => writeln!(f, "  {name}: zip entry differs: {what}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Member {
+    data: Vec<u8>,
+    index: usize,
+    modified: Option<String>,
+    mode: Option<u32>,
+}
+
+fn read_members(path: &Path) -> Result<BTreeMap<String, Member>> {
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut zip = zip::ZipArchive::new(file).with_context(|| format!("{} is not a zip", path.display()))?;
+    let mut out = BTreeMap::new();
+    for index in 0..zip.len() {
+        let mut e = zip.by_index(index)?;
+        let mut data = Vec::new();
+        e.read_to_end(&mut data)?;
+        let modified = e.last_modified().map(|t| format!("{t:?}"));
+        out.insert(e.name().to_string(), Member { data, index, modified, mode: e.unix_mode() });
+    }
+    Ok(out)
+}
+
+fn sha256(path: &Path) -> Result<String> {
+    Ok(hex(&Sha256::digest(std::fs::read(path)?)))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Shows the bytes around `offset`, as text when they are printable.
+fn excerpt(data: &[u8], offset: usize) -> String {
+    let start = offset.saturating_sub(16);
+    let end = (offset + 32).min(data.len());
+    let slice = &data[start.min(data.len())..end];
+    if slice.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        format!("{:?}", String::from_utf8_lossy(slice))
+    } else {
+        hex(slice)
+    }
+}
+
+/// The ELF section holding file offset `offset`, when `data` is an ELF file.
+fn location(data: &[u8], offset: u64) -> String {
+    use object::{Object, ObjectSection};
+    let Ok(file) = object::File::parse(data) else { return "not an ELF file".into() };
+    for s in file.sections() {
+        if let Some((start, size)) = s.file_range() {
+            if offset >= start && offset < start + size {
+                return format!("ELF section {}", s.name().unwrap_or("?"));
+            }
+        }
+    }
+    "ELF, outside any section".into()
+}
+
+pub fn wheels(first: &Path, second: &Path) -> Result<Report> {
+    let sha = (sha256(first)?, sha256(second)?);
+    let (a, b) = (read_members(first)?, read_members(second)?);
+    let mut differences = Vec::new();
+    for (name, ma) in &a {
+        let Some(mb) = b.get(name) else {
+            differences.push(Difference::OnlyInFirst(name.clone()));
+            continue;
+        };
+        if ma.data != mb.data {
+            let offset = ma.data.iter().zip(&mb.data).position(|(x, y)| x != y).unwrap_or(ma.data.len().min(mb.data.len()));
+            differences.push(Difference::Content {
+                name: name.clone(),
+                offset: offset as u64,
+                sizes: (ma.data.len() as u64, mb.data.len() as u64),
+                location: location(&ma.data, offset as u64),
+                first: excerpt(&ma.data, offset),
+                second: excerpt(&mb.data, offset),
+            });
+        } else {
+            let mut what = Vec::new();
+            if ma.modified != mb.modified {
+                what.push(format!("time stamp {:?} vs {:?}", ma.modified, mb.modified));
+            }
+            if ma.mode != mb.mode {
+                what.push(format!("mode {:?} vs {:?}", ma.mode, mb.mode));
+            }
+            if ma.index != mb.index {
+                what.push(format!("position {} vs {}", ma.index, mb.index));
+            }
+            if !what.is_empty() {
+                differences.push(Difference::Entry { name: name.clone(), what: what.join(", ") });
+            }
+        }
+    }
+    for name in b.keys().filter(|n| !a.contains_key(*n)) {
+        differences.push(Difference::OnlyInSecond(name.clone()));
+    }
+    Ok(Report { sha256: sha, members: a.len(), differences })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn wheel(path: &Path, members: &[(&str, &[u8])], time: zip::DateTime) {
+        let mut w = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+        for (name, data) in members {
+            let opts = zip::write::SimpleFileOptions::default().last_modified_time(time);
+            w.start_file(*name, opts).unwrap();
+            w.write_all(data).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    #[test]
+    fn identical_wheels_are_reported_identical() {
+        let d = tempfile::tempdir().unwrap();
+        let t = zip::DateTime::default();
+        wheel(&d.path().join("a.whl"), &[("kiln/__init__.py", b"x")], t);
+        wheel(&d.path().join("b.whl"), &[("kiln/__init__.py", b"x")], t);
+        let r = wheels(&d.path().join("a.whl"), &d.path().join("b.whl")).unwrap();
+        assert!(r.identical() && r.differences.is_empty(), "{r}");
+    }
+
+    #[test]
+    fn a_time_stamp_in_the_manifest_names_the_member_and_the_bytes() {
+        let d = tempfile::tempdir().unwrap();
+        let t = zip::DateTime::default();
+        let m1 = br#"{"schema":1,"built_at":"2026-11-30T11:00:00Z","targets":[]}"#;
+        let m2 = br#"{"schema":1,"built_at":"2026-11-30T11:07:42Z","targets":[]}"#;
+        wheel(&d.path().join("a.whl"), &[("kiln/__init__.py", b"x"), ("kiln/manifest.json", m1)], t);
+        wheel(&d.path().join("b.whl"), &[("kiln/__init__.py", b"x"), ("kiln/manifest.json", m2)], t);
+        let r = wheels(&d.path().join("a.whl"), &d.path().join("b.whl")).unwrap();
+        assert!(!r.identical());
+        assert_eq!(r.differences.len(), 1, "{r}");
+        let text = r.to_string();
+        assert!(text.contains("kiln/manifest.json: content differs first at byte 0x27"), "{text}");
+        assert!(text.contains("11:00:00") && text.contains("11:07:42"), "{text}");
+    }
+
+    #[test]
+    fn zip_time_stamps_alone_are_reported_as_entry_differences() {
+        let d = tempfile::tempdir().unwrap();
+        let t2 = zip::DateTime::from_date_and_time(2026, 11, 30, 11, 0, 0).unwrap();
+        wheel(&d.path().join("a.whl"), &[("kiln/x.py", b"x")], zip::DateTime::default());
+        wheel(&d.path().join("b.whl"), &[("kiln/x.py", b"x")], t2);
+        let r = wheels(&d.path().join("a.whl"), &d.path().join("b.whl")).unwrap();
+        assert!(!r.identical());
+        assert!(matches!(&r.differences[0], Difference::Entry { name, what } if name == "kiln/x.py" && what.contains("time stamp")), "{r}");
+    }
+
+    #[test]
+    fn differing_elf_bytes_are_located_by_section() {
+        // This test binary is an ELF file: flip one byte of .rodata-ish data and locate it.
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        use object::{Object, ObjectSection};
+        let file = object::File::parse(&*exe).unwrap();
+        let text = file.section_by_name(".text").unwrap();
+        let (start, _) = text.file_range().unwrap();
+        assert_eq!(location(&exe, start + 1), "ELF section .text");
+        assert_eq!(location(b"plain text", 0), "not an ELF file");
+    }
+}
