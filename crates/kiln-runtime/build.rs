@@ -76,7 +76,7 @@ fn elf_note(name: &[u8], kind: u32, payload: &[u8]) -> Vec<u8> {
     let mut desc = payload.to_vec();
     desc.push(0);
     let pad = |v: &mut Vec<u8>| {
-        while v.len() % 4 != 0 {
+        while !v.len().is_multiple_of(4) {
             v.push(0)
         }
     };

@@ -183,7 +183,7 @@ impl Gpu {
         if view.numel() == 0 {
             return Ok(());
         }
-        if view.ptr % view.dtype.size() as u64 != 0 {
+        if !view.ptr.is_multiple_of(view.dtype.size() as u64) {
             return Err(Error::Memory(format!("{what}: pointer {:#x} is not aligned to its {} elements", view.ptr, view.dtype)));
         }
         // Device (or managed) memory of this GPU; host memory — even where the GPU could reach

@@ -174,7 +174,7 @@ impl Gpu {
                 head_dim: head_dim as u32,
                 offset,
                 theta,
-                positions_type: positions_type as u32,
+                positions_type,
             };
             let (mut px, mut po) = (x.ptr, out.ptr());
             // One thread per 16-byte pack of pairs (the kernel's vector path), whole warps.
@@ -226,7 +226,7 @@ impl Gpu {
         unsafe { cudarc::driver::result::memset_d8_async(bad.ptr(), 0xff, 8, self.stream().cu_stream()) }
             .map_err(|e| Error::driver("cuMemsetD8Async", e))?;
         let ids_type = if ids.dtype == DType::I32 { abi::KilnIndexType_KILN_INDEX_I32 } else { abi::KilnIndexType_KILN_INDEX_I64 };
-        let mut p = abi::KilnEmbeddingParams { num_ids: num_ids as u64, vocab: vocab as u64, dim: dim as u64, ids_type: ids_type as u32 };
+        let mut p = abi::KilnEmbeddingParams { num_ids: num_ids as u64, vocab: vocab as u64, dim: dim as u64, ids_type };
         let (mut pt, mut pi, mut po, mut pb) = (table.ptr, ids.ptr, out.ptr(), bad.ptr());
         let block = self.block_for(name, row_block(dim, table.dtype).min(256))?;
         let grid = self.rows_grid(name, num_ids, block, 0)?;

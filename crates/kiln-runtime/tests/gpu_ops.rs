@@ -176,7 +176,7 @@ fn rmsnorm_matches_reference() {
 /// Rows with a large offset (+1000) in some cases: stability is part of the contract.
 fn softmax_inputs(rng: &mut Rng, i: usize, rows: usize, cols: usize, dtype: DType) -> Vec<f32> {
     let mut x = rng.values(rows * cols, -8.0, 8.0, dtype);
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         for v in x.iter_mut().take(cols) {
             *v = r::round_to(*v + 1000.0, dtype);
         }
@@ -367,7 +367,7 @@ fn bad_inputs_are_errors() {
     let h = upload(&gpu, &[1.0; 6], DType::F16, &[6], false);
     assert!(matches!(gpu.vecadd(&a.view, &b.view), Err(Error::Shape(_))));
     assert!(matches!(gpu.vecadd(&a.view, &h.view), Err(Error::DType(_))));
-    let host = vec![0f32; 6];
+    let host = [0f32; 6];
     let host_view = View::new(host.as_ptr() as u64, DType::F32, vec![6]);
     match gpu.vecadd(&host_view, &a.view) {
         Err(Error::Memory(m)) => assert!(m.contains("not CUDA device memory"), "{m}"),

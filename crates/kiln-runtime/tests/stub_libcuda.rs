@@ -40,12 +40,10 @@ const STUB: &str = "#define WHO \"stub\"\n#define RESULT 34\n";
 const FAKE_DRIVER: &str = "#define WHO \"driver\"\n#define RESULT 100\n";
 
 fn cc() -> Option<String> {
-    for c in [std::env::var("CC").ok(), Some("cc".into()), Some("gcc".into())].into_iter().flatten() {
-        if Command::new(&c).arg("--version").output().is_ok_and(|o| o.status.success()) {
-            return Some(c);
-        }
-    }
-    None
+    [std::env::var("CC").ok(), Some("cc".into()), Some("gcc".into())]
+        .into_iter()
+        .flatten()
+        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
 }
 
 fn build(cc: &str, dir: &Path, file: &str, soname: &str, header: &str) {

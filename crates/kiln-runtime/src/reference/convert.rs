@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 
 /// Decodes native-endian elements of `dtype` to f32 (ints are converted exactly up to 2^24).
 pub fn to_f32(bytes: &[u8], dtype: DType) -> Result<Vec<f32>> {
-    if bytes.len() % dtype.size() != 0 {
+    if !bytes.len().is_multiple_of(dtype.size()) {
         return Err(Error::Shape(format!("{} bytes is not a whole number of {dtype} elements", bytes.len())));
     }
     let chunks = bytes.chunks_exact(dtype.size());

@@ -85,7 +85,7 @@ pub fn offset_positions(tokens: usize, offset: i64) -> Vec<i64> {
 /// Embedding lookup: rows of table [vocab, dim] by id; an id outside [0, vocab) is an error
 /// naming its (flat) index.
 pub fn embedding(table: &[f32], dim: usize, ids: &[i64]) -> Result<Vec<f32>> {
-    let vocab = if dim == 0 { 0 } else { table.len() / dim };
+    let vocab = table.len().checked_div(dim).unwrap_or(0);
     let mut out = Vec::with_capacity(ids.len() * dim);
     for (i, &id) in ids.iter().enumerate() {
         if id < 0 || id as usize >= vocab {

@@ -4,10 +4,12 @@
 //! Per dtype (for ops whose math is f32 and whose result is rounded once to the output type):
 //! - f32:  atol 1e-5, rtol 1e-5 — a few f32 ulps of device `expf`/`rsqrtf`/`sincosf` error;
 //! - f16:  atol 1e-3, rtol 2e-3 — the half-ulp output rounding (2^-11 ≈ 4.9e-4) doubled,
-//!         plus f32 math error; allows the reference and GPU to round a near-tie differently;
+//!   plus f32 math error; allows the reference and GPU to round a near-tie differently;
 //! - bf16: atol 8e-3, rtol 1.6e-2 — the same for bf16's 8-bit mantissa (2^-8 ≈ 3.9e-3 ulp).
-//! Ops add what their math needs on top (see [`Tolerance::for_op`]): matmul scales atol with
-//! √k (f32 accumulation order), rope adds the f32 angle error that grows with the position.
+//!
+//! Ops add what their math needs on top: [`Tolerance::matmul`] scales atol with k (f32
+//! accumulation order), [`Tolerance::rope`] adds the f32 angle error that grows with the
+//! position; embedding and a one-rank all-reduce are exact.
 
 use crate::dtype::DType;
 
