@@ -26,11 +26,23 @@ template <typename T> struct alignas(16) Pack {
 
 __device__ __forceinline__ bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
+// Through uint4: a struct copy of Pack may be split into element-wise accesses by the
+// compiler (seen for stores in rope), so loads go through uint4 and stores are one explicit
+// 128-bit st.global.
 template <typename T> __device__ __forceinline__ Pack<T> load_pack(const T* __restrict__ base, uint64_t pack_index) {
-    return reinterpret_cast<const Pack<T>*>(base)[pack_index];
+    const uint4 raw = reinterpret_cast<const uint4*>(base)[pack_index];
+    Pack<T> p;
+    memcpy(&p, &raw, sizeof(raw));
+    return p;
 }
 template <typename T> __device__ __forceinline__ void store_pack(T* __restrict__ base, uint64_t pack_index, const Pack<T>& p) {
-    reinterpret_cast<Pack<T>*>(base)[pack_index] = p;
+    uint4 raw;
+    memcpy(&raw, &p, sizeof(raw));
+    // An explicit 128-bit global store: the compiler split even a uint4 assignment in rope.
+    // No "memory" clobber, so loads may still be scheduled across it: no kiln kernel reads
+    // back what it stores.
+    uint4* dst = reinterpret_cast<uint4*>(base) + pack_index;
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(raw.x), "r"(raw.y), "r"(raw.z), "r"(raw.w));
 }
 
 __device__ __forceinline__ uint64_t global_thread() { return (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; }
