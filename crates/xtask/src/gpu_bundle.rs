@@ -5,7 +5,8 @@
 //! Layout:
 //!   run.sh, run_all.py, test_kiln_gpu.py, bench_torch.py   (from checks/gpu-bundle/)
 //!   kiln-<version>-cp39-abi3-manylinux_*.whl
-//!   bin/<executable>                                         (tests, benches, kiln)
+//!   bin/<executable>                                         (kiln-runtime's tests, kiln-gpu-bench, kiln)
+//!   bin/run-rust-gpu.sh                                      (kiln-runtime's runner for them)
 //!   bundle.json                                              (what is here and how to run it)
 //!   policy/Cargo.toml                                        (the pins, for `kiln audit`)
 
@@ -25,9 +26,11 @@ const MAX_BYTES: u64 = 60 * 1024 * 1024;
 /// The scripts of checks/gpu-bundle/ that make up the bundle's runner.
 const SCRIPTS: &[&str] = &["run.sh", "run_all.py", "test_kiln_gpu.py", "bench_torch.py"];
 
-/// kiln-runtime's GPU executables: the integration test targets run as tests; a target named
-/// like `bench*` (test, bin or example) is a benchmark.
+/// kiln-runtime's GPU test executables, its benchmark, and its runner for both
+/// (crates/kiln-runtime/BUNDLE.md), which run.sh calls as one step.
 const RUNTIME_PACKAGE: &str = "kiln-runtime";
+const BENCH_PACKAGE: &str = "kiln-gpu-bench";
+const RUNTIME_RUNNER: &str = "crates/kiln-runtime/bundle/run-rust-gpu.sh";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -56,8 +59,10 @@ pub fn run(args: Args) -> Result<()> {
     for exe in runtime_executables(&layout, &root)? {
         let dest = out.join("bin").join(&exe.name);
         std::fs::copy(&exe.path, &dest).with_context(|| format!("copying {}", exe.path.display()))?;
-        executables.push(json!({"name": exe.name, "target": exe.target, "kind": exe.kind, "path": format!("bin/{}", exe.name)}));
+        executables.push(json!({"name": exe.name, "kind": exe.kind, "path": format!("bin/{}", exe.name)}));
     }
+    std::fs::copy(root.join(RUNTIME_RUNNER), out.join("bin/run-rust-gpu.sh")).with_context(|| format!("copying {RUNTIME_RUNNER}"))?;
+    set_executable(&out.join("bin/run-rust-gpu.sh"))?;
     let kiln = if root.join("crates/kiln/Cargo.toml").exists() {
         match wheel::build_kiln_binary(&layout, &root) {
             Ok(path) => {
@@ -92,6 +97,7 @@ pub fn run(args: Args) -> Result<()> {
         "requires_dist": built.requires_dist,
         "executables": executables,
         "kiln": kiln,
+        "rust_runner": "bin/run-rust-gpu.sh",
     });
     std::fs::write(out.join("bundle.json"), serde_json::to_string_pretty(&manifest)?)?;
 
@@ -112,54 +118,48 @@ pub fn run(args: Args) -> Result<()> {
 
 struct Executable {
     name: String,
-    target: String,
     kind: &'static str,
     path: PathBuf,
 }
 
-/// Builds kiln-runtime's tests, bins and examples (release) and lists the executables cargo made.
+/// What crates/kiln-runtime/BUNDLE.md says to carry: every integration-test executable of
+/// kiln-runtime under its target name (hash removed), and kiln-gpu-bench.
 fn runtime_executables(layout: &Layout, root: &Path) -> Result<Vec<Executable>> {
     let mut found = Vec::new();
-    for args in [
-        &["test", "--no-run"][..],
-        &["build", "--bins", "--examples"][..],
-    ] {
+    for (args, package) in [(&["test", "--no-run"][..], RUNTIME_PACKAGE), (&["build"][..], BENCH_PACKAGE)] {
         let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         cargo
             .current_dir(root)
             .args(args)
-            .args(["--release", "--locked", "-p", RUNTIME_PACKAGE, "--message-format=json-render-diagnostics"]);
+            .args(["--release", "--locked", "-p", package, "--message-format=json-render-diagnostics"]);
         layout.apply(&mut cargo);
         let out = cargo.output().context("running cargo")?;
         if !out.status.success() {
-            bail!("cargo {} -p {RUNTIME_PACKAGE} failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+            bail!("cargo {} -p {package} failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr));
         }
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let Ok(msg) = serde_json::from_str::<Value>(line) else { continue };
-            if msg["reason"] != "compiler-artifact" || !msg["package_id"].as_str().unwrap_or("").contains(RUNTIME_PACKAGE) {
+            if msg["reason"] != "compiler-artifact" {
                 continue;
             }
             let Some(exe) = msg["executable"].as_str() else { continue };
-            let target = msg["target"]["name"].as_str().unwrap_or("?").to_string();
             let kinds: Vec<&str> = msg["target"]["kind"].as_array().into_iter().flatten().filter_map(|k| k.as_str()).collect();
-            let is_unit = kinds.contains(&"lib");
-            let kind = if target.starts_with("bench") {
+            let name = msg["target"]["name"].as_str().unwrap_or("?").to_string();
+            let kind = if package == BENCH_PACKAGE && kinds.contains(&"bin") {
                 "bench"
-            } else if msg["profile"]["test"].as_bool() == Some(true) {
+            } else if package == RUNTIME_PACKAGE && kinds.contains(&"test") {
                 "test"
             } else {
-                "bin"
+                continue; // the library's unit tests: CPU tests that CI runs
             };
-            // The library's unit tests are CPU tests that CI runs; the bundle carries GPU targets.
-            if is_unit {
-                continue;
+            if !found.iter().any(|e: &Executable| e.name == name) {
+                found.push(Executable { name, kind, path: PathBuf::from(exe) });
             }
-            let name = if kind == "test" && !target.starts_with("test") { format!("test-{target}") } else { target.clone() };
-            if found.iter().any(|e: &Executable| e.name == name) {
-                continue;
-            }
-            found.push(Executable { name, target, kind, path: PathBuf::from(exe) });
         }
+    }
+    if !found.iter().any(|e| e.kind == "test") || !found.iter().any(|e| e.kind == "bench") {
+        bail!("expected kiln-runtime test executables and the {BENCH_PACKAGE} binary, found {:?}",
+            found.iter().map(|e| &e.name).collect::<Vec<_>>());
     }
     Ok(found)
 }
