@@ -187,28 +187,31 @@ impl Gpu {
             return Err(Error::Memory(format!("{what}: pointer {:#x} is not aligned to its {} elements", view.ptr, view.dtype)));
         }
         // Device (or managed) memory of this GPU; host memory — even where the GPU could reach
-        // it (pinned, or HMM) — is refused: the caller meant a copy.
-        let attr = |a: sys::CUpointer_attribute| -> std::result::Result<i32, sys::CUresult> {
-            let mut v: i32 = -1;
-            // SAFETY: both attributes asked for here are written as a 32-bit int.
-            let r = unsafe { sys::cuPointerGetAttribute(&mut v as *mut i32 as *mut c_void, a, view.ptr) };
-            if r == sys::CUresult::CUDA_SUCCESS { Ok(v) } else { Err(r) }
-        };
+        // it (pinned, or HMM) — is refused: the caller meant a copy. One driver call for both
+        // attributes; a pointer CUDA does not know gets memory type 0.
+        let mut attrs = [
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        ];
+        let (mut kind, mut ordinal): (u32, i32) = (0, -1);
+        let mut data = [&mut kind as *mut u32 as *mut c_void, &mut ordinal as *mut i32 as *mut c_void];
+        // SAFETY: two attributes, each written as a 32-bit int into its slot.
+        let r = unsafe { sys::cuPointerGetAttributes(2, attrs.as_mut_ptr(), data.as_mut_ptr(), view.ptr) };
         let not_device = |why: String| {
             Error::Memory(format!(
                 "{what}: {:#x} is not CUDA device memory ({why}) — pass a GPU array, or copy host data with Tensor::from_host",
                 view.ptr
             ))
         };
-        let kind = attr(sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
-            .map_err(|r| not_device(driver_message(result::DriverError(r))))?;
-        let device = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as i32;
-        let unified = sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as i32;
-        if kind != device && kind != unified {
-            return Err(not_device(format!("memory type {kind}")));
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(not_device(driver_message(result::DriverError(r))));
         }
-        let ordinal = attr(sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
-            .map_err(|r| not_device(driver_message(result::DriverError(r))))?;
+        let device = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
+        let unified = sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as u32;
+        if kind != device && kind != unified {
+            let why = if kind == 0 { "unknown to CUDA".to_string() } else { format!("memory type {kind}") };
+            return Err(not_device(why));
+        }
         if ordinal != self.inner.ordinal as i32 {
             return Err(Error::Memory(format!("{what}: memory is on GPU {ordinal}, the op runs on GPU {}", self.inner.ordinal)));
         }
