@@ -38,7 +38,7 @@
 //! - Everything runs on the context's legacy default (NULL) stream, so it is ordered with the
 //!   default streams of torch, cupy and jax; [`Gpu::synchronize`] waits for it.
 //!
-//! CPU reference implementations of every op live in [`reference`] (f32 math; f16/bf16 through
+//! CPU reference implementations of every op live in [`mod@reference`] (f32 math; f16/bf16 through
 //! the `half` crate); the GPU tests compare against them.
 
 pub mod blas;

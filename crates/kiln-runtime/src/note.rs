@@ -1,4 +1,4 @@
-//! The `.note.dlopen` ELF note (FDO "ELF dlopen metadata", https://systemd.io/ELF_DLOPEN_METADATA/):
+//! The `.note.dlopen` ELF note (FDO "ELF dlopen metadata", <https://systemd.io/ELF_DLOPEN_METADATA/>):
 //! declares every library kiln-runtime dlopens — `libcuda.so.1` and the pinned cuBLAS, cuDNN
 //! and NCCL sonames — so `kiln audit` (and distribution tooling) can check they resolve.
 //! build.rs writes the note bytes from the pins.

@@ -17,7 +17,7 @@ use crate::validate;
 pub enum Positions<'a> {
     /// Token t is at position `offset + t` (a contiguous prefill or decode step).
     Offset(i64),
-    /// One position per token: an i32 or i64 device array of shape [tokens].
+    /// One position per token: an i32 or i64 device array of shape `[tokens]`.
     Ids(&'a View),
 }
 
@@ -112,7 +112,7 @@ impl Gpu {
     }
 
     /// RMSNorm over the last dim: out = x · rsqrt(mean(x²) + eps) · weight; x [..., d],
-    /// weight [d], same float dtype; math in f32, one rounding at the end.
+    /// weight `[d]`, same float dtype; math in f32, one rounding at the end.
     pub fn rmsnorm(&self, x: &View, weight: &View, eps: f32) -> Result<Tensor> {
         let (rows, cols) = validate::rmsnorm(x, weight, eps)?;
         self.check_view("rmsnorm x", x)?;
@@ -149,7 +149,7 @@ impl Gpu {
 
     /// Rotary embedding on x [tokens, heads, head_dim] in Llama's rotate-half layout (the
     /// layout of HF transformers' `rotate_half`): for i < d/2, with f = pos / theta^(2i/d),
-    /// out[i] = x[i] cos f − x[i+d/2] sin f and out[i+d/2] = x[i+d/2] cos f + x[i] sin f.
+    /// `out[i] = x[i] cos f − x[i+d/2] sin f` and `out[i+d/2] = x[i+d/2] cos f + x[i] sin f`.
     pub fn rope(&self, x: &View, positions: Positions<'_>, theta: f32) -> Result<Tensor> {
         let ids = match positions {
             Positions::Ids(v) => Some(v),
@@ -189,7 +189,7 @@ impl Gpu {
     }
 
     /// Embedding lookup: out[..., :] = table[ids[...], :]; table [vocab, dim] float, ids i32
-    /// or i64 of any shape; out has shape ids.shape + [dim]. An id outside [0, vocab) gives
+    /// or i64 of any shape; out has shape `ids.shape + [dim]`. An id outside `[0, vocab)` gives
     /// [`Error::Index`] naming it — to report it, this op waits for the GPU (an 8-byte read
     /// back). [`Gpu::embedding_zero_invalid`] is the same lookup without the wait.
     pub fn embedding(&self, table: &View, ids: &View) -> Result<Tensor> {

@@ -42,7 +42,7 @@ fn rows_cols(op: &str, x: &View) -> Result<(usize, usize)> {
     Ok((numel(lead), cols))
 }
 
-/// rmsnorm: x [..., cols], weight [cols]. Returns (rows, cols).
+/// rmsnorm: x `[..., cols]`, weight `[cols]`. Returns (rows, cols).
 pub fn rmsnorm(x: &View, weight: &View, eps: f32) -> Result<(usize, usize)> {
     float("rmsnorm", "x", x)?;
     same_dtype("rmsnorm", ("x", x), ("weight", weight))?;
@@ -62,7 +62,7 @@ pub fn softmax(x: &View) -> Result<(usize, usize)> {
     rows_cols("softmax", x)
 }
 
-/// rope: x [tokens, heads, head_dim] (head_dim even), positions [tokens] i32/i64 if given.
+/// rope: x `[tokens, heads, head_dim]` (head_dim even), positions `[tokens]` i32/i64 if given.
 /// Returns (tokens, heads, head_dim).
 pub fn rope(x: &View, positions: Option<&View>, theta: f32) -> Result<(usize, usize, usize)> {
     float("rope", "x", x)?;
