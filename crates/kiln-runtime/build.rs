@@ -51,14 +51,23 @@ fn run() -> Result<(), String> {
         writeln!(consts, "pub const {}_SONAME: &str = {first:?};", key.to_uppercase()).unwrap();
         writeln!(consts, "pub const {}_SONAMES: &[&str] = &{:?};", key.to_uppercase(), lib.sonames).unwrap();
         writeln!(consts, "pub const {}_WHEEL: &str = {:?};", key.to_uppercase(), lib.requirement()).unwrap();
-        entries.push(serde_json::json!({
-            "feature": feature,
-            "description": why,
-            // Recommended, not required: kernels work without them; the op that needs one
-            // returns a clear error naming the missing library.
-            "priority": "recommended",
-            "soname": lib.sonames,
-        }));
+        // One entry per soname: in the FDO format the sonames of one entry are alternatives,
+        // and kiln needs each of these (libcublas.so.13 loads libcublasLt.so.13 as DT_NEEDED).
+        for (i, soname) in lib.sonames.iter().enumerate() {
+            let (feature, description) = if i == 0 {
+                (feature.to_string(), why.to_string())
+            } else {
+                (stem(soname), format!("needed by {first} ({why})"))
+            };
+            entries.push(serde_json::json!({
+                "feature": feature,
+                "description": description,
+                // Recommended, not required: kernels work without them; the op that needs one
+                // returns a clear error naming the missing library.
+                "priority": "recommended",
+                "soname": [soname],
+            }));
+        }
     }
     writeln!(consts, "pub const DRIVER_SONAME: &str = {DRIVER_SONAME:?};").unwrap();
     std::fs::write(out_dir.join("sonames.rs"), consts).map_err(|e| e.to_string())?;
@@ -68,6 +77,12 @@ fn run() -> Result<(), String> {
     std::fs::write(out_dir.join("note.dlopen.bin"), elf_note(b"FDO\0", NT_FDO_DLOPEN_METADATA, json.as_bytes()))
         .map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// "libcublasLt.so.13" -> "cublaslt".
+fn stem(soname: &str) -> String {
+    let base = soname.strip_prefix("lib").unwrap_or(soname);
+    base.split(".so").next().unwrap_or(base).to_lowercase()
 }
 
 /// One ELF note: namesz, descsz, type, then name and desc (NUL-terminated JSON), each padded
