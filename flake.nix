@@ -30,7 +30,7 @@
       perSystem = pkgs: rec {
         toolchain = import ./nix/toolchain.nix { inherit pkgs pins; };
         cuda = import ./nix/cuda.nix { inherit pkgs pins; };
-        crates = import ./nix/crates.nix { inherit pkgs crane toolchain cuda root buildInfo; };
+        crates = import ./nix/crates.nix { inherit pkgs crane pins toolchain cuda root buildInfo; };
         wheel = import ./nix/wheel.nix { inherit pkgs pins crates root; };
         driverHook = import ./nix/driver.nix { };
       };

@@ -1,6 +1,6 @@
 # The workspace built with crane: one dependency-only build shared by every package and check,
 # then the `kiln` CLI and the kernels on top of it.
-{ pkgs, crane, toolchain, cuda, root, buildInfo }:
+{ pkgs, crane, pins, toolchain, cuda, root, buildInfo }:
 let
   inherit (pkgs) lib;
   craneLib = (crane.mkLib pkgs).overrideToolchain toolchain.rust;
@@ -23,7 +23,7 @@ let
   commonArgs = {
     inherit src;
     pname = "kiln";
-    version = "0.1.0";
+    inherit (pins) version;
     strictDeps = true;
     # cuda_nvcc itself for its setup hook (nvcc's host compiler, as nixpkgs wires it).
     nativeBuildInputs = [ cuda.home cuda.cuda_nvcc pkgs.python3 ];

@@ -3,13 +3,16 @@
 # Nothing here restates a version: every value is derived from that table.
 { cargoToml }:
 let
-  kiln = (builtins.fromTOML (builtins.readFile cargoToml)).workspace.metadata.kiln;
+  workspace = (builtins.fromTOML (builtins.readFile cargoToml)).workspace;
+  kiln = workspace.metadata.kiln;
   tc = kiln.toolchain;
   need = name: tc.${name} or (throw "kiln: Cargo.toml [workspace.metadata.kiln.toolchain] has no `${name}`");
   majorMinor = v: builtins.concatStringsSep "." (builtins.genList (builtins.elemAt (builtins.splitVersion v)) 2);
 in
 {
   inherit (kiln) archs;
+  # The workspace version ([workspace.package]), for the derivations' names.
+  inherit (workspace.package) version;
   minDriver = kiln.min-driver;
   runtime = kiln.runtime or { };
   cuda = need "cuda";

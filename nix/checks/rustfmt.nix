@@ -2,6 +2,5 @@
 { crates }:
 crates.craneLib.cargoFmt {
   inherit (crates) src;
-  pname = "kiln";
-  version = "0.1.0";
+  inherit (crates.commonArgs) pname version;
 }
