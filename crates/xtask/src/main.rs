@@ -1,5 +1,6 @@
 //! `cargo xtask <command>`: everything that is not a plain cargo command.
 
+mod audit_bench;
 mod audit_fixture;
 mod audit_mutations;
 mod bench_kernels;
@@ -33,6 +34,8 @@ enum Command {
     Test(test::Args),
     /// Damage a good wheel in 15 ways with real tools; each must be caught by its own audit rule.
     AuditMutations(audit_mutations::Args),
+    /// Time `kiln audit` against unzip + cuobjdump and `auditwheel show` on real CUDA wheels.
+    BenchAudit(audit_bench::Args),
     /// Build the `kiln` wheel (maturin, Requires-Dist from the pins), audit it with `kiln audit`.
     Wheel(wheel::Args),
     /// Make the GPU bundle: the wheel, the Rust GPU tests and benchmarks, `kiln`, and run.sh.
@@ -51,6 +54,7 @@ fn main() {
         Command::BenchKernels(args) => bench_kernels::run(args),
         Command::Test(args) => test::run(args),
         Command::AuditMutations(args) => audit_mutations::run(args),
+        Command::BenchAudit(args) => audit_bench::run(args),
         Command::NixCheck(args) => nix_check::run(args),
         Command::Repro(args) => repro::run(args),
         Command::Wheel(args) => wheel::run(args),

@@ -42,7 +42,7 @@ pub struct Args {
     /// Largest wheel member read, in bytes (zip-bomb guard).
     #[arg(long, default_value_t = 4 << 30)]
     pub max_member_size: u64,
-    /// Show every coverage row (default: the first 12 per binary).
+    /// Show every binary and every coverage row (default: the noteworthy ones, 12 rows per binary).
     #[arg(long)]
     pub full: bool,
 }
@@ -181,14 +181,21 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
         }
     }
     writeln!(out, "\nBinaries")?;
-    for b in &r.binaries {
+    // Without --full: binaries with device code or findings; the rest are counted.
+    let noteworthy = |b: &&kiln_audit::Binary| full || b.device.is_some() || r.findings.iter().any(|f| f.file == b.path);
+    let hidden = r.binaries.iter().filter(|b| !noteworthy(b)).count();
+    for b in r.binaries.iter().filter(noteworthy) {
         let mut line = format!("  {}", b.path);
         if let Some(elf) = &b.elf {
             let unresolved = r.linkage.iter().filter(|l| l.file == b.path && l.via == "unresolved").count();
             let glibc = elf.max_glibc.map(|(a, b)| format!(" GLIBC_{a}.{b}")).unwrap_or_default();
             line += &format!("  NEEDED {} ({} unresolved){glibc}", elf.needed.len(), unresolved);
             if !elf.runpath.is_empty() || !elf.rpath.is_empty() {
-                line += &format!(" RUNPATH {}", elf.runpath.iter().chain(&elf.rpath).cloned().collect::<Vec<_>>().join(":"));
+                let mut rp = elf.runpath.iter().chain(&elf.rpath).cloned().collect::<Vec<_>>().join(":");
+                if rp.chars().count() > 48 && !full {
+                    rp = rp.chars().take(47).collect::<String>() + "…";
+                }
+                line += &format!(" RUNPATH {rp}");
             }
             if !elf.dlopen.is_empty() {
                 line += &format!(" dlopen-notes {}", elf.dlopen.len());
@@ -207,6 +214,9 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
             );
         }
         writeln!(out, "{line}")?;
+    }
+    if hidden > 0 {
+        writeln!(out, "  … {hidden} more host-only binaries without findings (--full lists them)")?;
     }
     for cov in &r.coverage {
         render_coverage(out, cov, full)?;
