@@ -241,10 +241,15 @@ fn build_rpath(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 
 fn remove_bundled(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let bundled = ctx.linkage("bundled:");
-    let Some((_, _, via)) = bundled.first() else {
-        return Ok(Some("no binary NEEDs a library bundled in the wheel".into()));
-    };
-    w.remove(via.trim_start_matches("bundled:"));
+    match bundled.first() {
+        Some((_, _, via)) => w.remove(via.trim_start_matches("bundled:")),
+        None => {
+            // Nothing bundled (kiln's own wheel): the same end state is a NEEDED entry whose
+            // library is not in the wheel.
+            let elf = ctx.device_elf()?;
+            ctx.edit_elf(w, &elf, &mut |p| run_tool(ctx.patchelf().args(["--add-needed", "libkiln_removed_helper.so.1"]).arg(p)))?;
+        }
+    }
     w.regenerate_record()?;
     Ok(None)
 }
@@ -358,7 +363,9 @@ fn dlopen_missing(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 }
 
 fn link_libpython(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
-    if !w.file_name.contains("-abi3-") {
+    let wheel_file = format!("{}/WHEEL", w.dist_info()?);
+    let tags = String::from_utf8_lossy(w.get(&wheel_file).context("no WHEEL")?).into_owned();
+    if !tags.lines().any(|l| l.starts_with("Tag:") && l.contains("-abi3-")) {
         return Ok(Some("the wheel is not abi3".into()));
     }
     let elf = ctx.device_elf()?;
