@@ -102,7 +102,8 @@ class Runner:
         return rc, log_path.read_text(errors="replace"), time.time() - t
 
     def py_env(self) -> dict:
-        env = {}
+        # NVLink SHARP/multicast stays off on the shared multi-GPU machines (NCCL all-reduce).
+        env = {"NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0")}
         if self.site:
             env["PYTHONPATH"] = self.site + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
         return env

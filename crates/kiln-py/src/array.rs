@@ -91,7 +91,7 @@ impl Array {
     }
 
     /// DLPack export (array API standard). kiln's work is on the legacy default stream:
-    /// `stream` None or 1 (legacy default) and -1 (no sync) need nothing; any other stream
+    /// `stream` None, 0 or 1 (legacy default) and -1 (no sync) need nothing; any other stream
     /// (2 = per-thread default, or a stream handle) gets the result only after kiln's stream
     /// has finished (the GPU is synchronized before the capsule is returned).
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
@@ -110,12 +110,9 @@ impl Array {
             ));
         }
         match stream {
-            None | Some(dlpack::STREAM_LEGACY_DEFAULT) | Some(dlpack::STREAM_NO_SYNC) => {}
-            Some(0) => {
-                return Err(PyValueError::new_err(
-                    "stream=0 is ambiguous for CUDA in DLPack; pass 1 (legacy default) or 2 (per-thread default)",
-                ))
-            }
+            // 0 is the CUDA legacy default stream too; the standard calls it ambiguous, but
+            // for kiln, whose work is on that stream, it needs nothing either way.
+            None | Some(0) | Some(dlpack::STREAM_LEGACY_DEFAULT) | Some(dlpack::STREAM_NO_SYNC) => {}
             Some(_) => {
                 let gpu = device::gpu(py, self.tensor.device())?;
                 py.detach(|| gpu.synchronize()).py_err(py)?;

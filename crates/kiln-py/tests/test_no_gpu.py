@@ -5,7 +5,6 @@ Run in the venv that checks/wheel/check_no_gpu.py builds (the wheel installed, n
 The GPU behaviour is tested by checks/gpu-bundle/test_kiln_gpu.py on a GPU machine.
 """
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -15,7 +14,6 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln import _preload
 
 if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
     pytest.skip("this machine has an NVIDIA device; these tests are for machines without one",
