@@ -1,0 +1,90 @@
+//! Hostile inputs built in code: each must give an error value or a finding, never a panic,
+//! an out-of-bounds read, or an unbounded allocation. Fuzz crashes are added here as cases.
+
+use std::io::Write;
+use std::path::Path;
+
+use kiln_audit::{NoProgress, Options, Policy};
+
+fn zip(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut w = zip::ZipWriter::new(&mut out);
+    for (name, data) in members {
+        w.start_file(*name, zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated)).unwrap();
+        w.write_all(data).unwrap();
+    }
+    w.finish().unwrap();
+    out.into_inner()
+}
+
+fn read_wheel(bytes: &[u8], opts: &Options) -> Result<kiln_audit::Report, kiln_audit::AuditError> {
+    let path = Path::new("x-1.0-py3-none-manylinux_2_17_x86_64.whl");
+    kiln_audit::input::read_wheel(path, bytes, opts, &NoProgress).map(|a| kiln_audit::evaluate(path, a, &Policy::default()))
+}
+
+fn rules(r: &kiln_audit::Report) -> Vec<&str> {
+    r.findings.iter().map(|f| f.rule).collect()
+}
+
+#[test]
+fn member_over_the_size_limit_is_not_inflated() {
+    let big = vec![0u8; 1 << 20]; // deflates to ~1 KiB
+    let bytes = zip(&[("x/big.bin", &big), ("x-1.0.dist-info/WHEEL", b"Tag: py3-none-any\n")]);
+    let opts = Options { max_member_size: 64 << 10, ..Options::default() };
+    let r = read_wheel(&bytes, &opts).unwrap();
+    assert!(rules(&r).contains(&"wheel/member-too-large"), "{:?}", rules(&r));
+}
+
+#[test]
+fn unsafe_member_paths_are_findings_and_never_read() {
+    let bytes = zip(&[("../../etc/evil", b"x"), ("/abs/path", b"y"), ("x-1.0.dist-info/WHEEL", b"Tag: py3-none-any\n")]);
+    let r = read_wheel(&bytes, &Options::default()).unwrap();
+    let unsafe_paths: Vec<&str> = r.findings.iter().filter(|f| f.rule == "wheel/unsafe-path").map(|f| f.file.as_str()).collect();
+    assert_eq!(unsafe_paths.len(), 2, "{:?}", r.findings);
+}
+
+#[test]
+fn record_mismatches_are_named() {
+    let so = b"not an elf";
+    let record = "x/a.txt,sha256=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA,10\nx-1.0.dist-info/RECORD,,\nx/gone.txt,sha256=abc,1\n";
+    let bytes = zip(&[("x/a.txt", so), ("x/unlisted.txt", b"u"), ("x-1.0.dist-info/WHEEL", b"Tag: py3-none-any\n"), ("x-1.0.dist-info/RECORD", record.as_bytes())]);
+    let r = read_wheel(&bytes, &Options::default()).unwrap();
+    let msgs: Vec<String> = r.findings.iter().map(|f| format!("{} {} {}", f.rule, f.file, f.message)).collect();
+    assert!(msgs.iter().any(|m| m.starts_with("wheel/record-mismatch x/a.txt sha256 mismatch")), "{msgs:#?}");
+    assert!(msgs.iter().any(|m| m.starts_with("wheel/record-missing x/unlisted.txt")), "{msgs:#?}");
+    assert!(msgs.iter().any(|m| m.contains("lists x/gone.txt")), "{msgs:#?}");
+    assert!(msgs.iter().any(|m| m.starts_with("wheel/record-missing x-1.0.dist-info/WHEEL")), "{msgs:#?}");
+}
+
+#[test]
+fn elf_whose_sections_run_past_the_file_is_an_error() {
+    // This test binary is a real ELF; point every section of a copy past the end of the file.
+    let mut exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+    let shoff = u64::from_le_bytes(exe[0x28..0x30].try_into().unwrap()) as usize;
+    let shentsize = u16::from_le_bytes(exe[0x3a..0x3c].try_into().unwrap()) as usize;
+    let shnum = u16::from_le_bytes(exe[0x3c..0x3e].try_into().unwrap()) as usize;
+    for i in 1..shnum {
+        // sh_offset at +24, sh_size at +32
+        let h = shoff + i * shentsize;
+        exe[h + 24..h + 32].copy_from_slice(&(u64::MAX - 4).to_le_bytes());
+        exe[h + 32..h + 40].copy_from_slice(&u64::MAX.to_le_bytes());
+    }
+    let b = kiln_audit::input::analyse("x.so", &exe, &Options::default());
+    assert!(b.elf_error.is_some(), "sections past EOF read as {:?}", b.elf);
+}
+
+#[test]
+fn fatbin_with_lying_sizes_is_an_error_value() {
+    let mut c = Vec::new();
+    c.extend_from_slice(&0xBA55_ED50u32.to_le_bytes());
+    c.extend_from_slice(&1u16.to_le_bytes());
+    c.extend_from_slice(&16u16.to_le_bytes());
+    c.extend_from_slice(&u64::MAX.to_le_bytes());
+    assert!(kiln_audit::device::read(&c, true).is_err());
+    // entry header size 0 (would loop forever if trusted)
+    let mut c2 = c.clone();
+    c2[8..16].copy_from_slice(&64u64.to_le_bytes());
+    c2.extend_from_slice(&[2, 0, 1, 1, 0, 0, 0, 0]);
+    c2.extend_from_slice(&[0; 56]);
+    assert!(kiln_audit::device::read(&c2, true).is_err());
+}
