@@ -82,19 +82,27 @@ fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> En
     if !needs_payload || matches!(e.kind, EntryKind::Other(_)) {
         return finish(facts);
     }
-    let payload = match e.decompress() {
-        Ok(p) => p,
-        Err(err) => {
-            facts.error = Some(err.to_string());
-            return finish(facts);
+    thread_local! {
+        // One decompression buffer per worker thread, reused across entries.
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        match e.decompress_with(&mut buf) {
+            Ok(payload) => read_payload(e, payload, &mut facts),
+            Err(err) => facts.error = Some(err.to_string()),
         }
-    };
+    });
+    finish(facts)
+}
+
+fn read_payload(e: &container::Entry, payload: &[u8], facts: &mut EntryFacts) {
     match e.kind {
-        EntryKind::Elf => match kiln_fatbin::cubin::kernels(&payload) {
+        EntryKind::Elf => match kiln_fatbin::cubin::kernels(payload) {
             Ok(k) => facts.kernels = k,
             Err(err) => facts.error = Some(err.to_string()),
         },
-        EntryKind::Ptx => match kiln_fatbin::ptx::parse(&String::from_utf8_lossy(&payload)) {
+        EntryKind::Ptx => match kiln_fatbin::ptx::parse(&String::from_utf8_lossy(payload)) {
             Ok(info) => {
                 facts.ptx_isa_num = Some(info.isa);
                 facts.kernels = info.kernels;
@@ -103,7 +111,6 @@ fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> En
         },
         EntryKind::Other(_) => {}
     }
-    finish(facts)
 }
 
 fn finish(mut f: EntryFacts) -> EntryFacts {

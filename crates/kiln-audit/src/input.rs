@@ -212,7 +212,8 @@ fn read_member(ar: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>, i: usize, opts:
     };
     r.name = file.name().to_string();
     let compressed = file.compressed_size();
-    if file.size() > opts.max_member_size {
+    let declared = file.size();
+    if declared > opts.max_member_size {
         r.finding = Some(finding(
             "wheel/member-too-large",
             &r.name,
@@ -221,15 +222,40 @@ fn read_member(ar: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>, i: usize, opts:
         ));
         return r;
     }
-    let mut bytes = Vec::with_capacity(file.size().min(opts.max_member_size) as usize);
-    // Bounded read: a member that inflates past its declared size (zip bomb) is cut and reported.
-    let res = (&mut file).take(opts.max_member_size + 1).read_to_end(&mut bytes);
-    progress.advance(compressed);
-    if let Err(e) = res {
-        r.finding = Some(finding("input/unreadable-member", &r.name, format!("cannot decompress member: {e}"), "rebuild the wheel"));
-        return r;
+    // One pass: inflate in chunks, hash each chunk while it is in cache, and keep the bytes only
+    // for members that are analysed (ELF files, dist-info metadata).
+    let mut bytes = Vec::new();
+    let mut hasher = Sha256::new();
+    let mut size: u64 = 0;
+    let mut keep = None;
+    let mut chunk = vec![0u8; 256 << 10];
+    let mut limited = (&mut file).take(opts.max_member_size + 1);
+    loop {
+        let n = match limited.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                r.finding = Some(finding("input/unreadable-member", &r.name, format!("cannot decompress member: {e}"), "rebuild the wheel"));
+                return r;
+            }
+        };
+        let data = &chunk[..n];
+        hasher.update(data);
+        size += n as u64;
+        let keep = *keep.get_or_insert_with(|| {
+            let k = elf::is_elf(data) || is_dist_info_file(&r.name);
+            if k {
+                bytes.reserve_exact(declared.min(512 << 20) as usize);
+            }
+            k
+        });
+        if keep {
+            bytes.extend_from_slice(data);
+        }
     }
-    if bytes.len() as u64 > opts.max_member_size {
+    progress.advance(compressed);
+    if size > opts.max_member_size {
         r.finding = Some(finding(
             "wheel/member-too-large",
             &r.name,
@@ -238,7 +264,7 @@ fn read_member(ar: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>, i: usize, opts:
         ));
         return r;
     }
-    r.digest = Some(MemberDigest { hash: wheel::record_hash(&Sha256::digest(&bytes)), size: bytes.len() as u64 });
+    r.digest = Some(MemberDigest { hash: wheel::record_hash(&hasher.finalize()), size });
     if elf::is_elf(&bytes) {
         r.binary = Some(analyse(&r.name, &bytes, opts));
     } else if is_dist_info_file(&r.name) {

@@ -8,7 +8,6 @@
 //! against the input before use: a hostile container yields [`Error::Container`].
 
 use std::borrow::Cow;
-use std::io::Read;
 
 use crate::{Error, Result};
 
@@ -93,26 +92,39 @@ impl Entry<'_> {
 
     /// The payload as the driver sees it; PTX has its trailing NULs removed.
     pub fn decompress(&self) -> Result<Cow<'_, [u8]>> {
+        let mut buf = Vec::new();
+        let len = self.decompress_with(&mut buf)?.len();
+        Ok(if self.compression == Compression::None {
+            Cow::Borrowed(&self.payload[..len])
+        } else {
+            buf.truncate(len);
+            Cow::Owned(buf)
+        })
+    }
+
+    /// Like [`Entry::decompress`], decompressing into `buf` (reused across entries to spare
+    /// the allocator: a large library has thousands of entries).
+    pub fn decompress_with<'s>(&'s self, buf: &'s mut Vec<u8>) -> Result<&'s [u8]> {
         let bad = |m: String| Error::Container(format!("entry at offset {}: {m}", self.offset));
-        let out: Cow<[u8]> = match self.compression {
-            Compression::None => Cow::Borrowed(self.payload),
+        buf.clear();
+        let out: &[u8] = match self.compression {
+            Compression::None => self.payload,
             Compression::Zstd => {
-                // Stream with a cap so a lying header cannot make us allocate gigabytes.
-                let mut out = Vec::new();
-                let decoder = zstd::stream::read::Decoder::with_buffer(self.payload)
+                // One-shot into reserved (untouched) capacity: no zeroing, no intermediate copy.
+                // The size is capped at MAX_DECOMPRESSED by the header reader; zstd never writes
+                // past the capacity it is given.
+                buf.reserve(self.decompressed_size as usize);
+                zstd::bulk::Decompressor::new()
+                    .and_then(|mut d| d.decompress_to_buffer(self.payload, buf))
                     .map_err(|e| bad(format!("zstd: {e}")))?;
-                decoder
-                    .take(self.decompressed_size + 1)
-                    .read_to_end(&mut out)
-                    .map_err(|e| bad(format!("zstd: {e}")))?;
-                if out.len() as u64 != self.decompressed_size {
+                if buf.len() as u64 != self.decompressed_size {
                     return Err(bad(format!(
                         "zstd payload decompressed to {} bytes, header says {}",
-                        out.len(),
+                        buf.len(),
                         self.decompressed_size
                     )));
                 }
-                Cow::Owned(out)
+                buf
             }
             Compression::Lz4 => {
                 // LZ4 cannot expand more than ~255x; beyond that the header lies.
@@ -124,24 +136,17 @@ impl Entry<'_> {
                         self.payload.len()
                     )));
                 }
-                let mut out = vec![0u8; self.decompressed_size as usize];
-                let n = lz4_flex::block::decompress_into(self.payload, &mut out)
-                    .map_err(|e| bad(format!("LZ4: {e}")))?;
+                buf.resize(self.decompressed_size as usize, 0);
+                let n = lz4_flex::block::decompress_into(self.payload, buf).map_err(|e| bad(format!("LZ4: {e}")))?;
                 if n as u64 != self.decompressed_size {
                     return Err(bad(format!("LZ4 payload decompressed to {n} bytes, header says {}", self.decompressed_size)));
                 }
-                Cow::Owned(out)
+                buf
             }
         };
         if self.kind == EntryKind::Ptx {
             let end = out.iter().position(|&b| b == 0).unwrap_or(out.len());
-            return Ok(match out {
-                Cow::Borrowed(b) => Cow::Borrowed(&b[..end]),
-                Cow::Owned(mut v) => {
-                    v.truncate(end);
-                    Cow::Owned(v)
-                }
-            });
+            return Ok(&out[..end]);
         }
         Ok(out)
     }
