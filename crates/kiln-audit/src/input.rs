@@ -337,7 +337,9 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
     let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).to_string_lossy().replace('\\', "/");
     let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
     progress.begin(total, "reading directory");
-    let results: Vec<(String, Option<Binary>, Option<Vec<u8>>, Option<MemberDigest>)> = paths
+    // (relative path, ELF facts, dist-info text, digest) per file
+    type FileResult = (String, Option<Binary>, Option<Vec<u8>>, Option<MemberDigest>);
+    let results: Vec<FileResult> = paths
         .par_iter()
         .map(|p| {
             let name = rel(p);

@@ -42,7 +42,7 @@ pub fn parse_record(text: &[u8], record_path: &str, findings: &mut Vec<Finding>)
     let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(text);
     for (i, row) in reader.records().enumerate() {
         match row {
-            Ok(r) if r.len() >= 1 && !r[0].is_empty() => {
+            Ok(r) if !r.is_empty() && !r[0].is_empty() => {
                 let size = r.get(2).filter(|s| !s.is_empty()).and_then(|s| s.parse().ok());
                 rows.insert(r[0].to_string(), RecordRow { hash: r.get(1).unwrap_or("").to_string(), size });
             }

@@ -161,7 +161,7 @@ pub fn build_good_wheel(work: &Path, pins: &Pins, layout: &Layout) -> Result<Pat
 pub fn dlopen_note(json: &str) -> Vec<u8> {
     let mut desc = json.as_bytes().to_vec();
     desc.push(0);
-    while desc.len() % 4 != 0 {
+    while !desc.len().is_multiple_of(4) {
         desc.push(0);
     }
     let mut out = Vec::new();

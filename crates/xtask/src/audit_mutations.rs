@@ -100,7 +100,7 @@ impl Ctx {
     /// Rebuilds `.nv_fatbin` of `path` with fatbinary from its own entries, filtered/edited by
     /// `keep` (returns the entry's payload to use, or None to drop it), then objcopy
     /// --update-section.
-    fn refatbin(&self, path: &Path, keep: &dyn Fn(&kiln_fatbin::container::Entry, Vec<u8>) -> Option<Vec<u8>>) -> Result<()> {
+    fn refatbin(&self, path: &Path, keep: EntryEdit) -> Result<()> {
         let section = self.tmp.join("section.bin");
         run_tool(Command::new("objcopy").args(["-O", "binary", "--only-section=.nv_fatbin"]).arg(path).arg(&section))?;
         let bytes = std::fs::read(&section)?;
@@ -140,6 +140,8 @@ impl Ctx {
 }
 
 type Apply = fn(&Ctx, &mut Wheel) -> Result<Option<String>>;
+/// Given an entry and its decompressed payload: the payload to repack, or None to drop it.
+type EntryEdit<'a> = &'a dyn Fn(&kiln_fatbin::container::Entry, Vec<u8>) -> Option<Vec<u8>>;
 
 /// (damage, rule that must catch it, how to make it). Ok(Some(reason)) = not applicable.
 const DAMAGES: &[(&str, &str, Apply)] = &[
@@ -222,7 +224,7 @@ fn bundle_driver(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     run_tool(Command::new("gcc").args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"]).arg(&lib).arg(src))?;
     let elf = ctx.device_elf()?;
     let dir = elf.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
-    w.set(&format!("{dir}/libcuda.so.1").trim_start_matches('/').to_string(), std::fs::read(&lib)?);
+    w.set(format!("{dir}/libcuda.so.1").trim_start_matches('/'), std::fs::read(&lib)?);
     w.regenerate_record()?;
     Ok(None)
 }
