@@ -92,6 +92,10 @@ fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> En
             Ok(payload) => read_payload(e, payload, &mut facts),
             Err(err) => facts.error = Some(err.to_string()),
         }
+        // Keep a typical cubin's worth of capacity, not the largest entry ever seen.
+        if buf.capacity() > (64 << 20) {
+            *buf = Vec::new();
+        }
     });
     finish(facts)
 }

@@ -88,3 +88,28 @@ fn fatbin_with_lying_sizes_is_an_error_value() {
     c2.extend_from_slice(&[0; 56]);
     assert!(kiln_audit::device::read(&c2, true).is_err());
 }
+
+/// Fuzz regression (fatbin target, oom-d50629237f): a zstd entry whose header claims a huge
+/// decompressed size made the reader reserve it up front. Now rejected from the sizes alone.
+#[test]
+fn zstd_entry_claiming_a_huge_size_is_rejected_before_allocating() {
+    let payload = zstd::bulk::compress(b".version 9.0\n.target sm_80\n", 3).unwrap();
+    let mut entry = vec![0u8; 64];
+    entry[0..2].copy_from_slice(&1u16.to_le_bytes()); // PTX
+    entry[4..8].copy_from_slice(&64u32.to_le_bytes());
+    entry[8..16].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    entry[16..20].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    entry[28..32].copy_from_slice(&80u32.to_le_bytes());
+    entry[40..48].copy_from_slice(&0x8000u64.to_le_bytes()); // compressed
+    entry[56..64].copy_from_slice(&(200u64 << 20).to_le_bytes()); // claims 200 MiB
+    entry.extend_from_slice(&payload);
+    let mut c = Vec::new();
+    c.extend_from_slice(&0xBA55_ED50u32.to_le_bytes());
+    c.extend_from_slice(&1u16.to_le_bytes());
+    c.extend_from_slice(&16u16.to_le_bytes());
+    c.extend_from_slice(&(entry.len() as u64).to_le_bytes());
+    c.extend_from_slice(&entry);
+    let d = kiln_audit::device::read(&c, true).unwrap();
+    let err = d.entries[0].error.as_deref().unwrap_or("");
+    assert!(err.contains("zstd header claims"), "{err:?}");
+}

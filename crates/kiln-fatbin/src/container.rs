@@ -23,8 +23,13 @@ pub const FLAG_ARCH_SPECIFIC: u64 = 0x10_0000;
 pub const FLAG_FAMILY: u64 = 0x20_0000;
 
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
-/// No single cubin or PTX is anywhere near this; a header that claims more is hostile.
-pub const MAX_DECOMPRESSED: u64 = 1 << 30;
+/// No single cubin or PTX is anywhere near this (NCCL's largest are a few MiB); a header that
+/// claims more is hostile.
+pub const MAX_DECOMPRESSED: u64 = 256 << 20;
+/// zstd cannot expand more than this: a 128 KiB block is at least 4 bytes (an RLE block).
+const ZSTD_MAX_RATIO: u64 = 32 << 10;
+/// LZ4 cannot expand more than ~255x.
+const LZ4_MAX_RATIO: u64 = 255;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EntryKind {
@@ -111,9 +116,17 @@ impl Entry<'_> {
             Compression::None => self.payload,
             Compression::Zstd => {
                 // One-shot into reserved (untouched) capacity: no zeroing, no intermediate copy.
-                // The size is capped at MAX_DECOMPRESSED by the header reader; zstd never writes
-                // past the capacity it is given.
-                buf.reserve(self.decompressed_size as usize);
+                // The reservation is bounded by what the payload can possibly expand to, so a
+                // lying header cannot make us allocate (fuzz: oom-d50629237f).
+                let ceiling = (self.payload.len() as u64).saturating_mul(ZSTD_MAX_RATIO) + 64;
+                if self.decompressed_size > ceiling {
+                    return Err(bad(format!(
+                        "zstd header claims {} bytes from {} compressed bytes",
+                        self.decompressed_size,
+                        self.payload.len()
+                    )));
+                }
+                buf.reserve_exact(self.decompressed_size as usize);
                 zstd::bulk::Decompressor::new()
                     .and_then(|mut d| d.decompress_to_buffer(self.payload, buf))
                     .map_err(|e| bad(format!("zstd: {e}")))?;
@@ -127,8 +140,7 @@ impl Entry<'_> {
                 buf
             }
             Compression::Lz4 => {
-                // LZ4 cannot expand more than ~255x; beyond that the header lies.
-                let ceiling = (self.payload.len() as u64).saturating_mul(255) + 64;
+                let ceiling = (self.payload.len() as u64).saturating_mul(LZ4_MAX_RATIO) + 64;
                 if self.decompressed_size > ceiling {
                     return Err(bad(format!(
                         "LZ4 header claims {} bytes from {} compressed bytes",
