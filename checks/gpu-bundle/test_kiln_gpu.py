@@ -217,7 +217,7 @@ def run_case(res, op, dtype, shape, fn):
 
 # ---- the op tests -------------------------------------------------------------------------
 
-def test_elementwise(ctx, res, shapes):
+def check_elementwise(ctx, res, shapes):
     torch, kiln = ctx.torch, ctx.kiln
     F = torch.nn.functional
     for dtype in DTYPES:
@@ -243,7 +243,7 @@ def test_elementwise(ctx, res, shapes):
             run_case(res, "silu_mul", dtype, shape, silu_mul)
 
 
-def test_rows(ctx, res, shapes):
+def check_rows(ctx, res, shapes):
     torch, kiln = ctx.torch, ctx.kiln
     F = torch.nn.functional
     for dtype in DTYPES:
@@ -281,7 +281,7 @@ def torch_rope(torch, x, pos, theta):
     return x * cos + rot * sin
 
 
-def test_rope(ctx, res, shapes):
+def check_rope(ctx, res, shapes):
     torch, kiln = ctx.torch, ctx.kiln
     theta = 10000.0
     for dtype in DTYPES:
@@ -309,7 +309,7 @@ def test_rope(ctx, res, shapes):
             run_case(res, "rope", dtype, list(shape) + [mode], rope)
 
 
-def test_embedding(ctx, res, shapes):
+def check_embedding(ctx, res, shapes):
     torch, kiln = ctx.torch, ctx.kiln
     for dtype in DTYPES:
         for i, (vocab, dim, ids_shape) in enumerate(shapes):
@@ -324,7 +324,7 @@ def test_embedding(ctx, res, shapes):
             run_case(res, "embedding", dtype, [vocab, dim, list(ids_shape), str(idt).split(".")[-1]], embedding)
 
 
-def test_matmul(ctx, res, shapes):
+def check_matmul(ctx, res, shapes):
     torch, kiln = ctx.torch, ctx.kiln
     if not hasattr(kiln, "matmul"):
         return
@@ -338,7 +338,7 @@ def test_matmul(ctx, res, shapes):
             run_case(res, "matmul", dtype, [m, k, n], matmul)
 
 
-def test_all_reduce(ctx, res):
+def check_all_reduce(ctx, res):
     """NCCL all-reduce over every visible GPU (one GPU: the one-rank path)."""
     torch, kiln = ctx.torch, ctx.kiln
     if not hasattr(kiln, "all_reduce_sum"):
@@ -366,7 +366,7 @@ def test_all_reduce(ctx, res):
             run_case(res, f"all_reduce_sum[{n} GPU]", dtype, shape, all_reduce)
 
 
-def test_contract(ctx, res):
+def check_contract(ctx, res):
     """DLPack in and out, host arrays, streams, lifetimes, the error classes."""
     torch, kiln = ctx.torch, ctx.kiln
 
@@ -466,10 +466,10 @@ def test_contract(ctx, res):
     check("NVIDIA libraries preloaded (site-packages/nvidia/*/lib)", libraries)
 
 
-def test_all(quick=False):
-    """pytest entry point (and the body of main)."""
+def test_all():
+    """pytest entry point: every check, full shapes."""
     torch, kiln = _imports()
-    res = _run(torch, kiln, quick)
+    res = _run(torch, kiln, quick=False)
     assert not res.failures, json.dumps(res.failures[:5], indent=1)
 
 
@@ -489,13 +489,13 @@ def _run(torch, kiln, quick):
     pick = (lambda s: s[::3]) if quick else (lambda s: s)
     t0 = time.time()
     for name, fn in [
-        ("contract", lambda: test_contract(ctx, res)),
-        ("elementwise", lambda: test_elementwise(ctx, res, pick(ELEMENTWISE_SHAPES))),
-        ("rows", lambda: test_rows(ctx, res, pick(ROW_SHAPES))),
-        ("rope", lambda: test_rope(ctx, res, pick(ROPE_SHAPES))),
-        ("embedding", lambda: test_embedding(ctx, res, pick(EMBEDDING_SHAPES))),
-        ("matmul", lambda: test_matmul(ctx, res, pick(MATMUL_SHAPES))),
-        ("all_reduce", lambda: test_all_reduce(ctx, res)),
+        ("contract", lambda: check_contract(ctx, res)),
+        ("elementwise", lambda: check_elementwise(ctx, res, pick(ELEMENTWISE_SHAPES))),
+        ("rows", lambda: check_rows(ctx, res, pick(ROW_SHAPES))),
+        ("rope", lambda: check_rope(ctx, res, pick(ROPE_SHAPES))),
+        ("embedding", lambda: check_embedding(ctx, res, pick(EMBEDDING_SHAPES))),
+        ("matmul", lambda: check_matmul(ctx, res, pick(MATMUL_SHAPES))),
+        ("all_reduce", lambda: check_all_reduce(ctx, res)),
     ]:
         before = len(res.cases)
         fails_before = len(res.failures)
