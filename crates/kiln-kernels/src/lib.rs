@@ -25,6 +25,15 @@ pub fn fatbin() -> &'static [u8] {
 /// The build manifest (JSON) written by kiln-build.
 pub const MANIFEST_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels.manifest.json"));
 
+/// The manifest's bytes in their own ELF section, so `kiln audit` finds them in any binary that
+/// links this crate (and compares them with the `.nv_fatbin` it re-reads from the same file).
+#[used]
+#[link_section = ".kiln_manifest"]
+static MANIFEST_SECTION: [u8; MANIFEST_JSON.len()] = *include_bytes!(concat!(env!("OUT_DIR"), "/kernels.manifest.json"));
+
+/// The ELF section that carries the manifest.
+pub const MANIFEST_SECTION_NAME: &str = ".kiln_manifest";
+
 /// The manifest, parsed.
 pub fn manifest() -> kiln_manifest::Manifest {
     kiln_manifest::Manifest::from_json(MANIFEST_JSON).expect("kiln-build wrote a valid manifest")

@@ -105,3 +105,23 @@ fn abi_params_struct_matches_the_header() {
     // bindgen's own layout tests run in this crate too; this pins the size the kernels rely on.
     assert_eq!(std::mem::size_of::<kiln_kernels::abi::KilnAxpbyParams>(), 16);
 }
+
+#[test]
+fn the_manifest_is_in_its_own_section_of_this_binary() {
+    let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+    let out = Command::new("objcopy")
+        .args(["-O", "binary", "--only-section", kiln_kernels::MANIFEST_SECTION_NAME])
+        .arg(std::env::current_exe().unwrap())
+        .arg("/dev/stdout")
+        .output();
+    // Fall back to a byte search when binutils is absent; the section name is what matters.
+    match out {
+        Ok(o) if o.status.success() && !o.stdout.is_empty() => {
+            assert_eq!(o.stdout, kiln_kernels::MANIFEST_JSON.as_bytes());
+        }
+        _ => {
+            let needle = kiln_kernels::MANIFEST_SECTION_NAME.as_bytes();
+            assert!(exe.windows(needle.len()).any(|w| w == needle), "no {} section name in the binary", kiln_kernels::MANIFEST_SECTION_NAME);
+        }
+    }
+}

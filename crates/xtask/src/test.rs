@@ -1,28 +1,149 @@
 //! `cargo xtask test`: every test, with the pinned toolchain bootstrapped first.
+//!
+//! Suites run in order, each timed; a failing suite does not stop the others, and the summary
+//! at the end lists what failed. `--only NAME` runs one suite; `--skip NAME` leaves one out.
 
+use std::path::PathBuf;
 use std::process::Command;
+use std::time::Instant;
 
 use anyhow::{bail, Result};
 
 use crate::bootstrap;
-use crate::toolchain::repo_root;
+use crate::toolchain::{repo_root, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Extra arguments for `cargo test`.
-    #[arg(trailing_var_arg = true)]
-    pub cargo_args: Vec<String>,
+    /// Run only these suites (repeatable): see the list printed at the start.
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// Leave these suites out (repeatable).
+    #[arg(long)]
+    pub skip: Vec<String>,
 }
+
+struct Suite {
+    name: &'static str,
+    what: &'static str,
+    /// "cargo …" runs cargo, "xtask …" this xtask binary, anything else that program; an
+    /// argument "{wheel}" is the wheel the `repro` suite built (built on demand without it).
+    command: &'static [&'static str],
+}
+
+/// In dependency order: `nix` installs the Nix tools the unit tests of nix-check use; `wheel`
+/// and `mutations` take the wheel `repro` built, so CI builds the release wheel only twice.
+const SUITES: &[Suite] = &[
+    Suite { name: "nix", what: "flake: parse, nixpkgs-fmt, deadnix, lock, eval against the doubles", command: &["xtask", "nix-check"] },
+    Suite { name: "unit", what: "cargo test --workspace (unit, integration, golden, CLI tests)", command: &["cargo", "test", "--workspace", "--locked"] },
+    Suite {
+        name: "doctor",
+        what: "kiln doctor on this build machine (no GPU expected; the driver link is waived)",
+        command: &["cargo", "run", "--locked", "--quiet", "-p", "kiln", "--", "doctor", "--build-only", "--skip", "link.driver-api"],
+    },
+    Suite { name: "repro", what: "two clean wheel builds, byte-identical", command: &["xtask", "repro"] },
+    Suite {
+        name: "audit",
+        what: "kiln audit of the wheel against the pins (the release gate)",
+        command: &["cargo", "run", "--locked", "--quiet", "--release", "-p", "kiln", "--", "audit", "{wheel}", "--policy", "Cargo.toml"],
+    },
+    Suite {
+        name: "wheel",
+        what: "the wheel on a machine without a GPU: fresh venv, pip install, import, build_info, no-driver error",
+        command: &["python3", "checks/wheel/check_no_gpu.py", "{wheel}", "--pins", "Cargo.toml"],
+    },
+    Suite { name: "mutations", what: "audit mutation suite on the wheel: every damage caught by its rule", command: &["xtask", "audit-mutations", "--wheel", "{wheel}"] },
+];
 
 pub fn run(args: Args) -> Result<()> {
     let layout = bootstrap::ensure()?;
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo.current_dir(repo_root()).args(["test", "--workspace"]).args(&args.cargo_args);
-    layout.apply(&mut cargo);
-    eprintln!("running: cargo test --workspace {}", args.cargo_args.join(" "));
-    let status = cargo.status()?;
-    if !status.success() {
-        bail!("cargo test failed ({status})");
+    let selected: Vec<&Suite> = SUITES
+        .iter()
+        .filter(|s| args.only.is_empty() || args.only.iter().any(|o| o == s.name))
+        .filter(|s| !args.skip.iter().any(|o| o == s.name))
+        .collect();
+    for name in args.only.iter().chain(&args.skip) {
+        if !SUITES.iter().any(|s| s.name == name) {
+            let names: Vec<&str> = SUITES.iter().map(|s| s.name).collect();
+            bail!("unknown suite {name:?} (suites: {})", names.join(", "));
+        }
+    }
+    eprintln!("suites: {}", selected.iter().map(|s| s.name).collect::<Vec<_>>().join(", "));
+    let started = Instant::now();
+    let mut results = Vec::new();
+    let mut wheel = None;
+    for suite in selected {
+        eprintln!("\n=== {}: {}", suite.name, suite.what);
+        let t = Instant::now();
+        let ok = run_suite(&layout, suite, &mut wheel);
+        let secs = t.elapsed().as_secs_f64();
+        eprintln!("=== {}: {} in {secs:.0} s", suite.name, if ok { "passed" } else { "FAILED" });
+        results.push((suite.name, ok, secs));
+    }
+    eprintln!("\nsummary ({:.0} s):", started.elapsed().as_secs_f64());
+    for (name, ok, secs) in &results {
+        eprintln!("  {:<8} {:<6} {secs:>5.0} s", name, if *ok { "ok" } else { "FAILED" });
+    }
+    let failed: Vec<&str> = results.iter().filter(|r| !r.1).map(|r| r.0).collect();
+    if !failed.is_empty() {
+        bail!("failed suites: {}", failed.join(", "));
     }
     Ok(())
+}
+
+/// The wheel `cargo xtask repro` left (its first build), or a fresh `cargo xtask wheel`.
+fn wheel_for_tests(layout: &Layout) -> Option<PathBuf> {
+    let find = |dir: PathBuf| -> Option<PathBuf> {
+        std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "whl"))
+    };
+    if let Some(w) = find(repo_root().join("target/repro/first/wheels")) {
+        return Some(w);
+    }
+    let out = repo_root().join("target/ci-wheel");
+    let mut cmd = Command::new(std::env::current_exe().ok()?);
+    cmd.current_dir(repo_root()).args(["wheel", "--no-audit", "--out"]).arg(&out);
+    layout.apply(&mut cmd);
+    cmd.status().ok().filter(|s| s.success())?;
+    find(out)
+}
+
+fn run_suite(layout: &Layout, suite: &Suite, wheel: &mut Option<PathBuf>) -> bool {
+    let (program, rest) = suite.command.split_first().expect("suite has a command");
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    for a in rest {
+        if *a == "{wheel}" {
+            if wheel.is_none() {
+                *wheel = wheel_for_tests(layout);
+            }
+            match wheel {
+                Some(w) => args.push(w.clone().into_os_string()),
+                None => {
+                    eprintln!("no wheel to test: `cargo xtask wheel` failed");
+                    return false;
+                }
+            }
+        } else {
+            args.push(a.into());
+        }
+    }
+    let rest = args;
+    let mut cmd = match *program {
+        "cargo" => Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())),
+        "xtask" => match std::env::current_exe() {
+            Ok(exe) => Command::new(exe),
+            Err(e) => {
+                eprintln!("cannot find the xtask binary: {e}");
+                return false;
+            }
+        },
+        other => Command::new(other),
+    };
+    cmd.current_dir(repo_root()).args(rest);
+    layout.apply(&mut cmd);
+    match cmd.status() {
+        Ok(s) => s.success(),
+        Err(e) => {
+            eprintln!("cannot start {program}: {e}");
+            false
+        }
+    }
 }
