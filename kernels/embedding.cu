@@ -1,6 +1,8 @@
 // Embedding lookup: out[i, :] = table[ids[i], :]. One block per id (grid-stride over ids);
-// rows are copied in 16-byte packs when aligned. Out-of-range ids write zeros and record the
-// smallest offending i in *bad (host-initialised to UINT64_MAX), so the host can raise.
+// rows are copied in 16-byte packs when aligned. Ids are validated here, on the device:
+// out-of-range ids write a zero row, and — when `bad` is not null (Gpu::embedding_checked) —
+// record the smallest offending i in *bad (host-initialised to UINT64_MAX) so the host can
+// raise. Gpu::embedding passes null: no flag, no memset, no read back, never a sync.
 #include "kiln_abi.h"
 #include "kiln_dtype.cuh"
 
@@ -14,7 +16,7 @@ __device__ void embedding(KilnEmbeddingParams p, const T* __restrict__ table, co
         const int64_t id = p.ids_type == KILN_INDEX_I64 ? ((const int64_t*)ids)[r] : (int64_t)((const int32_t*)ids)[r];
         T* orow = out + r * dim;
         if (id < 0 || (uint64_t)id >= p.vocab) {
-            if (threadIdx.x == 0) atomicMin(bad, (unsigned long long)r);
+            if (bad != nullptr && threadIdx.x == 0) atomicMin(bad, (unsigned long long)r);
             for (uint64_t i = threadIdx.x; i < dim; i += blockDim.x) orow[i] = kiln::from_float<T>(0.0f);
             continue;
         }

@@ -59,8 +59,8 @@ typedef struct KilnSiluMulParams {
 } KilnSiluMulParams;
 
 /* out[i, :] = table[ids[i], :]; table: [vocab, dim], out: [num_ids, dim]. An id outside
- * [0, vocab) writes a zero row and records the smallest such i in *bad (initialised to
- * UINT64_MAX by the host), so the host can report it. */
+ * [0, vocab) writes a zero row and, when bad is not null, records the smallest such i in *bad
+ * (initialised to UINT64_MAX by the host), so the host can report it. */
 typedef struct KilnEmbeddingParams {
     uint64_t num_ids;
     uint64_t vocab;

@@ -28,7 +28,8 @@
 //! - Ops are `Gpu` methods taking `&View`s and returning a fresh [`Tensor`] (an output never
 //!   aliases an input): [`Gpu::vecadd`], [`Gpu::axpby`], [`Gpu::rmsnorm`], [`Gpu::softmax`]
 //!   (last dim), [`Gpu::rope`] ([`Positions`]; layout [tokens, heads, head_dim], Llama's
-//!   rotate-half), [`Gpu::silu_mul`], [`Gpu::embedding`] (ids i32/i64), [`Gpu::matmul`]
+//!   rotate-half), [`Gpu::silu_mul`], [`Gpu::embedding`] (ids i32/i64; never waits, a bad id gives a
+//!   zero row; [`Gpu::embedding_checked`] reports it as [`Error::Index`] and waits), [`Gpu::matmul`]
 //!   (cuBLAS), [`Gpu::cudnn_softmax`] (cuDNN), [`Gpu::copy`] (cuMemcpyDtoD), and
 //!   [`Communicator::all_reduce_sum`] (NCCL; a communicator of one GPU works).
 //! - Floats are f32, f16 and bf16 everywhere; math is in f32 with one rounding to the output

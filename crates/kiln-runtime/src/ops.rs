@@ -40,7 +40,7 @@ macro_rules! kernel_name {
 
 const BLOCK: u32 = 256;
 
-/// Packs per thread the row kernels keep in registers (`CACHE` in rmsnorm.cu / softmax.cu).
+/// Packs per thread the row kernels keep in registers (`CACHE` in rmsnorm.cu).
 const ROW_CACHE_PACKS: usize = 4;
 
 /// Threads per block for a row of `cols` elements: enough that each thread holds up to
@@ -49,6 +49,26 @@ const ROW_CACHE_PACKS: usize = 4;
 fn row_block(cols: usize, dtype: DType) -> u32 {
     let packs = cols.div_ceil(16 / dtype.size());
     (packs.div_ceil(ROW_CACHE_PACKS).div_ceil(32) * 32).clamp(32, 1024) as u32
+}
+
+/// 16-byte packs per thread per chunk in vecadd (`UNROLL` in vecadd.cu).
+const VECADD_UNROLL: u64 = 4;
+
+/// Elements per thread softmax keeps in registers (`EPT` in softmax.cu).
+const SOFTMAX_EPT: usize = 32;
+/// Smallest softmax block: short rows (one warp each) are packed several to a block.
+const SOFTMAX_MIN_BLOCK: u32 = 128;
+/// Largest gridDim.x; grid-stride loops cover anything beyond.
+const MAX_GRID_X: u64 = (1 << 31) - 1;
+
+/// Threads per softmax row (`group_threads` in softmax.cu, same rule): the smallest power of
+/// two ≥ 32 with SOFTMAX_EPT elements per thread covering the row, at most 1024.
+fn softmax_group(cols: usize) -> u32 {
+    let mut g = 32usize;
+    while g < 1024 && g * SOFTMAX_EPT < cols {
+        g <<= 1;
+    }
+    g as u32
 }
 
 /// Work items of an element-wise kernel: 16-byte packs (the grid-stride loop covers the rest).
@@ -68,9 +88,12 @@ impl Gpu {
         if n > 0 {
             let name = kernel_name!("vecadd", a.dtype);
             let (mut pa, mut pb, mut po, mut pn) = (a.ptr, b.ptr, out.ptr(), n as u64);
-            let grid = self.grid_for(name, packs(n, a.dtype), BLOCK, 0)?;
+            // One block per VECADD_UNROLL·BLOCK packs over the whole array (many waves, each
+            // thread with 2·VECADD_UNROLL 16-byte loads in flight), not one resident wave.
+            let block = self.block_for(name, BLOCK)?;
+            let grid = packs(n, a.dtype).div_ceil(VECADD_UNROLL * block as u64).clamp(1, MAX_GRID_X) as u32;
             // SAFETY: vecadd_T(const T*, const T*, T*, uint64_t); the buffers hold n elements.
-            unsafe { self.launch(name, grid, BLOCK, 0, &mut args![pa, pb, po, pn])? };
+            unsafe { self.launch(name, grid, block, 0, &mut args![pa, pb, po, pn])? };
         }
         Ok(out)
     }
@@ -139,8 +162,13 @@ impl Gpu {
             let name = kernel_name!("softmax", x.dtype);
             let mut p = abi::KilnSoftmaxParams { rows: rows as u64, cols: cols as u64 };
             let (mut px, mut po) = (x.ptr, out.ptr());
-            let block = self.block_for(name, row_block(cols, x.dtype))?;
-            let grid = self.rows_grid(name, rows, block, 0)?;
+            // One group of `g` threads per row (the kernel derives the same g from cols and
+            // clamps it to the block), several rows per block for short rows, and a grid over
+            // all rows — not one resident wave — so every SM keeps many rows in flight.
+            let g = softmax_group(cols);
+            let block = self.block_for(name, g.max(SOFTMAX_MIN_BLOCK))?;
+            let rows_per_block = (block / g.min(block)).max(1) as u64;
+            let grid = (rows as u64).div_ceil(rows_per_block).clamp(1, MAX_GRID_X) as u32;
             // SAFETY: softmax_T(KilnSoftmaxParams, const T*, T*).
             unsafe { self.launch(name, grid, block, 0, &mut args![p, px, po])? };
         }
@@ -189,11 +217,23 @@ impl Gpu {
     }
 
     /// Embedding lookup: out[..., :] = table[ids[...], :]; table [vocab, dim] float, ids i32
-    /// or i64 of any shape; out has shape `ids.shape + [dim]`. An id outside `[0, vocab)` gives
-    /// [`Error::Index`] naming it — to report it, this op waits for the GPU (an 8-byte read
-    /// back). [`Gpu::embedding_zero_invalid`] is the same lookup without the wait.
+    /// or i64 of any shape; out has shape `ids.shape + [dim]`.
+    ///
+    /// Never waits for the GPU: ids are range-checked on the device, inside the gather
+    /// kernel, and an id outside `[0, vocab)` yields a row of zeros (memory-safe and defined)
+    /// instead of an error. To get [`Error::Index`] for a bad id, call
+    /// [`Gpu::embedding_checked`] (an explicit opt-in that waits for an 8-byte read back).
     pub fn embedding(&self, table: &View, ids: &View) -> Result<Tensor> {
-        let (out, bad) = self.embedding_launch(table, ids)?;
+        self.embedding_launch(table, ids, false).map(|(out, _)| out)
+    }
+
+    /// [`Gpu::embedding`], plus an error for bad ids: an id outside `[0, vocab)` gives
+    /// [`Error::Index`] naming the first (flat) offending position. To report it, this op
+    /// records the smallest bad index in a device flag and waits for the GPU (reads the
+    /// 8-byte flag back): a host synchronisation per call. For validation and debugging, not
+    /// for hot loops.
+    pub fn embedding_checked(&self, table: &View, ids: &View) -> Result<Tensor> {
+        let (out, bad) = self.embedding_launch(table, ids, true)?;
         let Some(bad) = bad else { return Ok(out) };
         let first_bad = u64::from_ne_bytes(bad.to_host()?.try_into().map_err(|_| Error::Memory("flag size".into()))?);
         if first_bad != u64::MAX {
@@ -203,15 +243,16 @@ impl Gpu {
         Ok(out)
     }
 
-    /// Embedding lookup that never waits: an id outside [0, vocab) yields a row of zeros
-    /// (memory-safe, defined) instead of an error. For hot loops whose ids are known valid.
+    /// The same as [`Gpu::embedding`] (which no longer waits; bad ids give zero rows), kept
+    /// for callers written against the earlier API.
     pub fn embedding_zero_invalid(&self, table: &View, ids: &View) -> Result<Tensor> {
-        self.embedding_launch(table, ids).map(|(out, _)| out)
+        self.embedding(table, ids)
     }
 
-    /// Launches the lookup; returns the output and the device flag holding the smallest bad
-    /// index (None when nothing was launched).
-    fn embedding_launch(&self, table: &View, ids: &View) -> Result<(Tensor, Option<Tensor>)> {
+    /// Launches the lookup; with `checked`, also allocates and clears the device flag that
+    /// receives the smallest bad index and returns it (None when unchecked or nothing was
+    /// launched). Unchecked launches pass a null flag: no memset, no read back.
+    fn embedding_launch(&self, table: &View, ids: &View, checked: bool) -> Result<(Tensor, Option<Tensor>)> {
         let (vocab, dim, shape) = validate::embedding(table, ids)?;
         self.check_view("embedding table", table)?;
         self.check_view("embedding ids", ids)?;
@@ -221,18 +262,25 @@ impl Gpu {
             return Ok((out, None));
         }
         let name = kernel_name!("embedding", table.dtype);
-        let bad = Tensor::alloc(self, DType::I64, vec![1])?;
-        // SAFETY: 8 bytes of this GPU's memory; 0xff.. = UINT64_MAX, "no bad id yet".
-        unsafe { cudarc::driver::result::memset_d8_async(bad.ptr(), 0xff, 8, self.stream().cu_stream()) }
-            .map_err(|e| Error::driver("cuMemsetD8Async", e))?;
+        let bad = if checked {
+            let bad = Tensor::alloc(self, DType::I64, vec![1])?;
+            // SAFETY: 8 bytes of this GPU's memory; 0xff.. = UINT64_MAX, "no bad id yet".
+            unsafe { cudarc::driver::result::memset_d8_async(bad.ptr(), 0xff, 8, self.stream().cu_stream()) }
+                .map_err(|e| Error::driver("cuMemsetD8Async", e))?;
+            Some(bad)
+        } else {
+            None
+        };
         let ids_type = if ids.dtype == DType::I32 { abi::KilnIndexType_KILN_INDEX_I32 } else { abi::KilnIndexType_KILN_INDEX_I64 };
         let mut p = abi::KilnEmbeddingParams { num_ids: num_ids as u64, vocab: vocab as u64, dim: dim as u64, ids_type };
-        let (mut pt, mut pi, mut po, mut pb) = (table.ptr, ids.ptr, out.ptr(), bad.ptr());
+        let (mut pt, mut pi, mut po) = (table.ptr, ids.ptr, out.ptr());
+        let mut pb: u64 = bad.as_ref().map_or(0, |b| b.ptr());
         let block = self.block_for(name, row_block(dim, table.dtype).min(256))?;
         let grid = self.rows_grid(name, num_ids, block, 0)?;
-        // SAFETY: embedding_T(KilnEmbeddingParams, const T*, const void*, T*, unsigned long long*).
+        // SAFETY: embedding_T(KilnEmbeddingParams, const T*, const void*, T*, unsigned long long*);
+        // the flag pointer is null (0) when unchecked, which the kernel tests before its atomic.
         unsafe { self.launch(name, grid, block, 0, &mut args![p, pt, pi, po, pb])? };
-        Ok((out, Some(bad)))
+        Ok((out, bad))
     }
 
     /// Device-to-device copy of a view into a fresh tensor (cuMemcpyDtoD): the bandwidth

@@ -295,15 +295,32 @@ fn embedding_matches_reference_and_rejects_bad_ids() {
             let want = r::embedding(&table, dim, &ids).unwrap();
             rep.check(format!("embedding {dtype} vocab {vocab} dim {dim} ids {idt} {ids_shape:?}"), &out, &[&dt.view], &want, Tolerance::exact());
         }
-        // Out of range (too large, negative): a clear error, not garbage.
+        // Out of range (too large, negative): `embedding` (never waits) gives zero rows for them
+        // and the table's rows for the others; `embedding_checked` gives a clear error naming
+        // the first bad position; valid ids through `embedding_checked` match `embedding`.
         let table = rng.values(40, -1.0, 1.0, dtype);
         let dt = upload(&gpu, &table, dtype, &[10, 4], false);
-        for bad in [[1i64, 10, 2], [0, 1, -1]] {
-            let di = upload_ids(&gpu, &bad, DType::I64, &[3]);
-            match gpu.embedding(&dt.view, &di.view) {
-                Err(Error::Index(m)) => assert!(m.contains("ids["), "{m}"),
-                other => rep.failures.push(format!("embedding {dtype} ids {bad:?}: want Error::Index, got {other:?}")),
+        for (bad, first) in [([1i64, 10, 2], 1usize), ([0, 1, -1], 2)] {
+            for idt in [DType::I32, DType::I64] {
+                let di = upload_ids(&gpu, &bad, idt, &[3]);
+                let out = gpu.embedding(&dt.view, &di.view).unwrap();
+                let want: Vec<f32> = bad
+                    .iter()
+                    .flat_map(|&id| if (0..10).contains(&id) { table[id as usize * 4..id as usize * 4 + 4].to_vec() } else { vec![0.0; 4] })
+                    .collect();
+                rep.check(format!("embedding {dtype} ids {idt} {bad:?} (bad ids -> zero rows)"), &out, &[&dt.view], &want, Tolerance::exact());
+                match gpu.embedding_checked(&dt.view, &di.view) {
+                    Err(Error::Index(m)) => assert!(m.contains(&format!("ids[{first}]")), "{m}"),
+                    other => rep.failures.push(format!("embedding_checked {dtype} ids {idt} {bad:?}: want Error::Index, got {other:?}")),
+                }
             }
+        }
+        let good = [3i64, 0, 9, 9];
+        let di = upload_ids(&gpu, &good, DType::I64, &[4]);
+        let want = r::embedding(&table, 4, &good).unwrap();
+        match gpu.embedding_checked(&dt.view, &di.view) {
+            Ok(out) => rep.check(format!("embedding_checked {dtype} valid ids"), &out, &[&dt.view], &want, Tolerance::exact()),
+            Err(e) => rep.failures.push(format!("embedding_checked {dtype} valid ids: {e}")),
         }
     }
     rep.finish("embedding");
