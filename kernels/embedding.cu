@@ -6,6 +6,9 @@
 #include "kiln_abi.h"
 #include "kiln_dtype.cuh"
 
+// 16-byte packs each thread moves per step of a row.
+#define UNROLL 4
+
 template <typename T>
 __device__ void embedding(KilnEmbeddingParams p, const T* __restrict__ table, const void* __restrict__ ids, T* __restrict__ out,
                           unsigned long long* __restrict__ bad) {
@@ -22,7 +25,30 @@ __device__ void embedding(KilnEmbeddingParams p, const T* __restrict__ table, co
         }
         const T* trow = table + (uint64_t)id * dim;
         if (vec) {
-            for (uint64_t i = threadIdx.x; i < dim / N; i += blockDim.x) kiln::store_pack(orow, i, kiln::load_pack(trow, i));
+            // UNROLL packs per thread per step, the loads issued before the stores (with
+            // predicated accesses ptxas hoists a store between the loads, which then wait for it).
+            const uint64_t packs = dim / N, step = (uint64_t)UNROLL * blockDim.x;
+            for (uint64_t base = 0; base < packs; base += step) {
+                kiln::Pack<T> v[UNROLL];
+                const uint64_t i0 = base + threadIdx.x;
+                if (base + step <= packs) {  // a full step: unpredicated, loads grouped ahead of stores
+#pragma unroll
+                    for (int k = 0; k < UNROLL; ++k) v[k] = kiln::load_pack(trow, i0 + (uint64_t)k * blockDim.x);
+#pragma unroll
+                    for (int k = 0; k < UNROLL; ++k) kiln::store_pack(orow, i0 + (uint64_t)k * blockDim.x, v[k]);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < UNROLL; ++k) {
+                        const uint64_t i = i0 + (uint64_t)k * blockDim.x;
+                        if (i < packs) v[k] = kiln::load_pack(trow, i);
+                    }
+#pragma unroll
+                    for (int k = 0; k < UNROLL; ++k) {
+                        const uint64_t i = i0 + (uint64_t)k * blockDim.x;
+                        if (i < packs) kiln::store_pack(orow, i, v[k]);
+                    }
+                }
+            }
         } else {
             for (uint64_t i = threadIdx.x; i < dim; i += blockDim.x) orow[i] = trow[i];
         }

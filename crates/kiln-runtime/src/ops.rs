@@ -276,7 +276,8 @@ impl Gpu {
         let (mut pt, mut pi, mut po) = (table.ptr, ids.ptr, out.ptr());
         let mut pb: u64 = bad.as_ref().map_or(0, |b| b.ptr());
         let block = self.block_for(name, row_block(dim, table.dtype).min(256))?;
-        let grid = self.rows_grid(name, num_ids, block, 0)?;
+        // One block per id (many waves, not one resident wave): rows stream in as others retire.
+        let grid = (num_ids as u64).clamp(1, MAX_GRID_X) as u32;
         // SAFETY: embedding_T(KilnEmbeddingParams, const T*, const void*, T*, unsigned long long*);
         // the flag pointer is null (0) when unchecked, which the kernel tests before its atomic.
         unsafe { self.launch(name, grid, block, 0, &mut args![p, pt, pi, po, pb])? };
