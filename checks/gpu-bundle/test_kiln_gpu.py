@@ -11,8 +11,17 @@ elementwise, ref computed in float64 from the same, already rounded, inputs):
     TOL[op][dtype] below. kiln computes in float32 and rounds once to the output type, so
     rtol is about one ulp of the output type (f16 2^-10, bf16 2^-7 ... doubled for headroom);
     rope's angle is formed in float32 as in torch's Llama and its tolerance adds
-    ROPE_ANGLE_SLACK * pos * |pair| (angle ulps); matmul's atol grows with k (float32
-    accumulation). embedding is a gather: exact.
+    ROPE_ANGLE_SLACK * pos * |pair| (angle ulps). embedding is a gather: exact.
+    matmul (per output element ij, k the inner dimension, S_ij = sum_k |a_ik| |b_kj|):
+        atol_ij = atol_per_k * k + MATMUL_SPLIT_SLACK * u_out * S_ij / sqrt(k)
+    The first term is float32 accumulation. The second: cuBLAS (COMPUTE_32F, default math
+    mode) may split k and reduce the partial sums in the output type (reduced-precision
+    reduction, allowed for f16/bf16); each such rounding is relative to a partial sum's
+    magnitude, not to the (possibly cancelled) result, and partial sums of random-sign
+    products grow like S/sqrt(k) (u_out: unit roundoff of the output type, f32 2^-24,
+    f16 2^-11, bf16 2^-8). A wrong kernel is off by O(|dot|) ~ S/sqrt(k) itself, far above it.
+    Multi-GPU (>= 2 visible devices): every op's DLPack import must work for inputs on any
+    device, whatever torch's current device is, and must leave the current device as it was.
 Agreement with torch: |kiln - torch| <= 2 * (atol + rtol * |ref|) elementwise, unless torch
 itself is outside the tolerance (then it is recorded as torch's deviation, not kiln's).
 
@@ -138,6 +147,20 @@ def ref_embedding(table, ids):
 
 def ref_matmul(a, b):
     return a @ b
+
+
+# Unit roundoff of each output type, and the multiple of u_out * S/sqrt(k) matmul allows for
+# reductions of split-k partial sums in the output type (see the module docstring).
+U_OUT = {F32: 2.0 ** -24, F16: 2.0 ** -11, BF16: 2.0 ** -8}
+MATMUL_SPLIT_SLACK = 4.0
+
+
+def matmul_atol(a64, b64, dtype):
+    """Per-element atol for a64 @ b64 (float64 copies of the rounded inputs)."""
+    k = max(a64.shape[1], 1)
+    _, atol_per_k = TOL["matmul"][dtype]
+    s = np.abs(a64) @ np.abs(b64)
+    return atol_per_k * k + MATMUL_SPLIT_SLACK * U_OUT[dtype] * s / math.sqrt(k)
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -333,37 +356,94 @@ def check_matmul(ctx, res, shapes):
             def matmul(m=m, k=k, n=n, dtype=dtype):
                 a, b = ctx.randn((m, k), dtype), ctx.randn((k, n), dtype)
                 out = from_kiln(torch, kiln.matmul(a, b))
-                rtol, atol_per_k = TOL["matmul"][dtype]
-                return f64(out), f64(a @ b), ref_matmul(f64(a), f64(b)), rtol, atol_per_k * max(k, 1)
+                rtol, _ = TOL["matmul"][dtype]
+                a64, b64 = f64(a), f64(b)
+                return f64(out), f64(a @ b), ref_matmul(a64, b64), rtol, matmul_atol(a64, b64, dtype)
             run_case(res, "matmul", dtype, [m, k, n], matmul)
 
 
 def check_all_reduce(ctx, res):
-    """NCCL all-reduce over every visible GPU (one GPU: the one-rank path)."""
+    """NCCL all-reduce over every visible GPU (one GPU: the one-rank path). With several GPUs
+    it runs once with cuda:0 current and once with the last device current: the inputs on the
+    other devices are imported through DLPack whatever the current device is."""
     torch, kiln = ctx.torch, ctx.kiln
     if not hasattr(kiln, "all_reduce_sum"):
         return
     n = torch.cuda.device_count()
-    for dtype in DTYPES:
-        for shape in [(1,), (7,), (1000,), (4097,), (3, 5, 7), (1 << 20,), (0,)]:
-            def all_reduce(shape=shape, dtype=dtype):
-                xs = []
-                for d in range(n):
-                    g = torch.Generator(device=f"cuda:{d}")
-                    g.manual_seed(100 + d)
-                    xs.append(torch.randn(shape, generator=g, device=f"cuda:{d}").to(ctx.tdtype[dtype]))
-                outs = kiln.all_reduce_sum(xs)
-                assert len(outs) == n, f"{len(outs)} outputs for {n} GPUs"
-                ref = sum(f64(x) for x in xs)
-                got = [f64(torch.from_dlpack(o)) for o in outs]
-                for d, o in enumerate(outs):
-                    assert o.device == d, f"output {d} is on cuda:{o.device}"
-                # All ranks must hold the identical sum; compare rank 0 with the reference.
-                for g in got[1:]:
-                    assert np.array_equal(g, got[0]), "ranks disagree"
-                rtol, atol = ELEMENTWISE_TOL[dtype]
-                return got[0], None, ref, rtol * n, atol * n
-            run_case(res, f"all_reduce_sum[{n} GPU]", dtype, shape, all_reduce)
+    currents = [0] if n == 1 else [0, n - 1]
+    for current in currents:
+        for dtype in DTYPES:
+            for shape in [(1,), (7,), (1000,), (4097,), (3, 5, 7), (1 << 20,), (0,)]:
+                def all_reduce(shape=shape, dtype=dtype, current=current):
+                    with torch.cuda.device(current):
+                        return _all_reduce_case(ctx, n, shape, dtype, current)
+                label = f"all_reduce_sum[{n} GPU]" if n == 1 else f"all_reduce_sum[{n} GPU, current cuda:{current}]"
+                run_case(res, label, dtype, shape, all_reduce)
+
+
+def _all_reduce_case(ctx, n, shape, dtype, current):
+    torch, kiln = ctx.torch, ctx.kiln
+    xs = []
+    for d in range(n):
+        g = torch.Generator(device=f"cuda:{d}")
+        g.manual_seed(100 + d)
+        xs.append(torch.randn(shape, generator=g, device=f"cuda:{d}").to(ctx.tdtype[dtype]))
+    outs = kiln.all_reduce_sum(xs)
+    assert torch.cuda.current_device() == current, \
+        f"kiln left cuda:{torch.cuda.current_device()} current (was cuda:{current})"
+    assert len(outs) == n, f"{len(outs)} outputs for {n} GPUs"
+    ref = sum(f64(x) for x in xs)
+    got = [f64(torch.from_dlpack(o)) for o in outs]
+    for d, o in enumerate(outs):
+        assert o.device == d, f"output {d} is on cuda:{o.device}"
+    # All ranks must hold the identical sum; compare rank 0 with the reference.
+    for g in got[1:]:
+        assert np.array_equal(g, got[0]), "ranks disagree"
+    rtol, atol = ELEMENTWISE_TOL[dtype]
+    return got[0], None, ref, rtol * n, atol * n
+
+
+def check_multi_gpu(ctx, res):
+    """Single-device ops on every device, with another device current: kiln imports the
+    inputs where they live (DLPack with the array's own device made current for the export),
+    computes on that device, returns the result there, and leaves torch's current device
+    alone. Needs >= 2 GPUs (else nothing is recorded)."""
+    torch, kiln = ctx.torch, ctx.kiln
+    n = torch.cuda.device_count()
+    if n < 2:
+        return
+    for d in range(n):
+        for current in sorted({0, n - 1} - {d}) or [0]:
+            def case(d=d, current=current):
+                with torch.cuda.device(current):
+                    dev = torch.device(f"cuda:{d}")
+                    g = torch.Generator(device=dev)
+                    g.manual_seed(7 + d)
+                    a = torch.randn((4097,), generator=g, device=dev)
+                    b = torch.randn((4097,), generator=g, device=dev)
+                    out = kiln.vecadd(a, b)
+                    assert torch.cuda.current_device() == current, \
+                        f"kiln left cuda:{torch.cuda.current_device()} current (was cuda:{current})"
+                    assert out.device == d, f"result on cuda:{out.device}, inputs on cuda:{d}"
+                    t = torch.from_dlpack(out)
+                    assert t.device == dev, f"torch sees the result on {t.device}"
+                    assert torch.equal(t, a + b), "wrong sum"
+                    m = ctx.randn((33, 65), F32).to(dev)
+                    mm = from_kiln(torch, kiln.matmul(m, m.t().contiguous())) if hasattr(kiln, "matmul") else None
+                    if mm is not None:
+                        ref = f64(m) @ f64(m).T
+                        assert np.allclose(f64(mm), ref, rtol=1e-4, atol=1e-3), "matmul on another device"
+                    h = torch.from_dlpack(kiln.vecadd(np.ones(5, np.float32), np.ones(5, np.float32)))
+                    assert h.device == torch.device("cuda:0")  # host inputs go to device 0
+                    assert torch.cuda.current_device() == current
+            label = f"inputs on cuda:{d}, current cuda:{current}"
+            c = {"op": "multi_gpu", "dtype": F32, "shape": label}
+            try:
+                case()
+                c["ok"] = True
+            except Exception as e:  # noqa: BLE001
+                c.update(ok=False, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-2000:])
+            res.record(c)
 
 
 def check_contract(ctx, res):
@@ -495,6 +575,7 @@ def _run(torch, kiln, quick):
         ("rope", lambda: check_rope(ctx, res, pick(ROPE_SHAPES))),
         ("embedding", lambda: check_embedding(ctx, res, pick(EMBEDDING_SHAPES))),
         ("matmul", lambda: check_matmul(ctx, res, pick(MATMUL_SHAPES))),
+        ("multi_gpu", lambda: check_multi_gpu(ctx, res)),
         ("all_reduce", lambda: check_all_reduce(ctx, res)),
     ]:
         before = len(res.cases)

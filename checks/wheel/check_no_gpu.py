@@ -127,9 +127,19 @@ def main() -> int:
         metadata = z.read(meta_name).decode()
         so_names = [n for n in z.namelist() if n.endswith(".so")]
         so_bytes = {n: z.read(n) for n in so_names}
+        names = z.namelist()
+        sboms = {n: json.loads(z.read(n)) for n in names if re.search(r"\.dist-info/sboms/[^/]+\.cyclonedx\.json$", n)}
+    bytecode = [n for n in names if "__pycache__/" in n or n.endswith((".pyc", ".pyo"))]
+    check("no bytecode (__pycache__/, *.pyc) in the wheel", not bytecode, ", ".join(bytecode) or "none")
     requires = [l.split(":", 1)[1].strip() for l in metadata.splitlines() if l.startswith("Requires-Dist:")]
     check("wheel name is cp39-abi3-manylinux x86_64", bool(re.search(r"-cp39-abi3-manylinux_\d+_\d+_x86_64\.whl$", wheel.name)), wheel.name)
     check("Requires-Dist pins the NVIDIA runtime wheels", bool(requires) and all("==" in r for r in requires), ", ".join(requires))
+    # The CycloneDX SBOM: the Rust crates (maturin) and every Requires-Dist wheel (xtask).
+    purls = {c.get("purl", "") for doc in sboms.values() for c in doc.get("components", [])}
+    wanted = [f"pkg:pypi/{r.split('==')[0].strip()}@{r.split('==')[1].split(';')[0].strip()}" for r in requires if "==" in r]
+    check("CycloneDX SBOM lists the Rust crates (pyo3)", any(p.startswith("pkg:cargo/pyo3@") for p in purls), ", ".join(sboms) or "no SBOM")
+    missing = [w for w in wanted if w not in purls]
+    check("CycloneDX SBOM lists every Requires-Dist wheel", bool(sboms) and not missing, "missing " + ", ".join(missing) if missing else ", ".join(wanted))
 
     with tempfile.TemporaryDirectory(prefix="kiln-wheel-check-") as tmp:
         tmp = Path(tmp)
@@ -206,6 +216,10 @@ def main() -> int:
             check(f"[{label}] features: cuda, cublas, cudnn, nccl", all(feats.get(k) is True for k in ("cuda", "cublas", "cudnn", "nccl")), json.dumps(feats))
             check(f"[{label}] version = workspace version", res["version"] == info["version"], res["version"])
             check(f"[{label}] commit recorded", bool(info.get("commit")), f"{info.get('commit')} dirty={info.get('dirty')}")
+            prov = info.get("provenance") or {}
+            same = all(info.get(k) == prov.get(k) for k in ("commit", "dirty", "rustc", "clang"))
+            check(f"[{label}] commit/dirty/rustc/clang = the manifest's provenance", bool(prov) and same,
+                  json.dumps({k: info.get(k) for k in ("commit", "dirty", "rustc", "clang")}))
             for call, err in res["errors"].items():
                 if call == "vecadd(object)":
                     check(f"[{label}] {call} -> TypeError", err is not None and err["type"] == "TypeError", err and err["message"])

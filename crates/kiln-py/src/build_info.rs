@@ -1,10 +1,13 @@
 //! `kiln.build_info()`: what this extension was built from, read from what was embedded at
-//! build time (kiln-build's kernel manifest and kiln-py's build script), never re-derived.
+//! build time, never re-derived. Provenance (commit, dirty, rustc, clang) has one source: the
+//! kernel build manifest's `provenance` (kiln-build sets it from KILN_BUILD_COMMIT /
+//! KILN_BUILD_DIRTY, which `cargo xtask wheel` passes); kiln-py's build script only adds the
+//! runtime libraries of the enabled features.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// kiln-py's build script output: commit, dirty flag, the runtime libraries of this build.
+/// kiln-py's build script output: the runtime libraries of this build.
 pub const PY_BUILD_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/py_build_info.json"));
 
 /// The build info as one JSON document (the manifest's fields at the top level).
@@ -18,8 +21,12 @@ pub fn build_info_json() -> serde_json::Value {
         _ => unreachable!("the manifest is a JSON object"),
     };
     info.insert("version".into(), env!("CARGO_PKG_VERSION").into());
-    info.insert("commit".into(), py_build["commit"].clone());
-    info.insert("dirty".into(), py_build["dirty"].clone());
+    // The manifest's provenance, also at the top level (where users look first).
+    let provenance = &kiln_kernels::manifest().provenance;
+    info.insert("commit".into(), provenance.commit.clone().into());
+    info.insert("dirty".into(), provenance.dirty.into());
+    info.insert("rustc".into(), provenance.rustc.clone().into());
+    info.insert("clang".into(), provenance.clang.clone().into());
     info.insert(
         "features".into(),
         serde_json::json!({
@@ -35,7 +42,8 @@ pub fn build_info_json() -> serde_json::Value {
 }
 
 /// Returns a dict: the embedded manifest (targets with their kernels, matrix, min_driver,
-/// toolchain, flags, sources), plus version, commit, dirty, features and runtime_libraries.
+/// toolchain, flags, sources, provenance), plus version, commit, dirty, rustc, clang (copied
+/// from the manifest's provenance), features and runtime_libraries.
 #[pyfunction]
 pub fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let text = serde_json::to_string(&build_info_json()).expect("serializes");

@@ -189,8 +189,10 @@ impl Imported<'_> {
 
 /// Reads `obj` (argument `what` of a kiln function) through the DLPack protocol.
 ///
-/// CUDA producers are asked for their data on the legacy default stream (`stream=1`), the
-/// stream every kiln launch uses, so their pending work is ordered before ours.
+/// CUDA producers are asked for their data on the legacy default stream (`stream=1`) of the
+/// array's own device, the stream every kiln launch on that device uses, so their pending work
+/// is ordered before ours; arrays on any visible device are accepted, whatever the caller's
+/// current device is (see `with_producer_device`).
 pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
     let py = obj.py();
     if !obj.hasattr("__dlpack__")? || !obj.hasattr("__dlpack_device__")? {
@@ -211,10 +213,12 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py
         }
     };
     let kwargs = PyDict::new(py);
-    if dev_type == KDL_CUDA {
+    let capsule = if dev_type == KDL_CUDA {
         kwargs.set_item("stream", STREAM_LEGACY_DEFAULT)?;
-    }
-    let capsule = obj.call_method("__dlpack__", (), Some(&kwargs))?;
+        with_producer_device(obj, dev_id, || obj.call_method("__dlpack__", (), Some(&kwargs)))?
+    } else {
+        obj.call_method("__dlpack__", (), Some(&kwargs))?
+    };
     // SAFETY: the capsule is a live object; we only read through the pointer while holding it.
     let tensor: &DLTensor = unsafe {
         let raw = capsule.as_ptr();
@@ -259,6 +263,52 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py
         PyValueError::new_err(format!("{what}: data pointer + byte_offset overflows"))
     })?;
     Ok(Imported { place, elem, shape, data, _capsule: capsule, _source: obj.clone() })
+}
+
+/// Runs `f` (the `__dlpack__` call) with the producer's notion of "current CUDA device" set to
+/// `device`, the array's own device, and restores it afterwards, whatever `f` returns.
+///
+/// Why: DLPack (array API standard, `__dlpack__`) says a CUDA `stream` argument names a stream
+/// *on the array's device*; kiln passes `stream=1`, the legacy default stream, meaning the
+/// legacy default stream of the device holding the array (kiln launches there). Producers
+/// resolve the integer against their current device, and torch refuses the export outright
+/// when the tensor is on another device ("Can't export tensors on a different CUDA device
+/// index"). Passing `stream=None` or -1 instead would not help (torch checks the device before
+/// the stream) and would drop the ordering guarantee. So the consumer makes the array's device
+/// current for the call, as the producer expects:
+/// - torch (`type(obj).__module__` under `torch`): `with torch.cuda.device(device)`;
+/// - cupy: `with cupy.cuda.Device(device)`;
+/// - anything else: called as is (producers without a current-device notion, e.g. jax,
+///   resolve the stream against the array's device themselves).
+///
+/// Only modules the producer already imported are used (looked up in `sys.modules`).
+fn with_producer_device<'py, F>(obj: &Bound<'py, PyAny>, device: i32, f: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: FnOnce() -> PyResult<Bound<'py, PyAny>>,
+{
+    let py = obj.py();
+    let module: String = obj.get_type().getattr("__module__").and_then(|m| m.extract()).unwrap_or_default();
+    let root = module.split('.').next().unwrap_or("");
+    let modules = py.import("sys")?.getattr("modules")?;
+    let scope = match root {
+        "torch" => match modules.get_item("torch") {
+            Ok(torch) => Some(torch.getattr("cuda")?.getattr("device")?.call1((device,))?),
+            Err(_) => None,
+        },
+        "cupy" => match modules.get_item("cupy") {
+            Ok(cupy) => Some(cupy.getattr("cuda")?.getattr("Device")?.call1((device,))?),
+            Err(_) => None,
+        },
+        _ => None,
+    };
+    let Some(scope) = scope else { return f() };
+    scope.call_method0("__enter__")?;
+    let result = f();
+    let none = py.None();
+    let exited = scope.call_method1("__exit__", (&none, &none, &none));
+    let value = result?;
+    exited?;
+    Ok(value)
 }
 
 /// Row-major compact, in elements; dimensions of extent 1 may carry any stride (torch does).

@@ -23,8 +23,11 @@ if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
 def test_build_info_is_the_embedded_manifest():
     info = kiln.build_info()
     assert info["version"] == kiln.__version__
-    for key in ("targets", "matrix", "min_driver", "toolchain", "flags", "sources", "features", "commit"):
+    for key in ("targets", "matrix", "min_driver", "toolchain", "flags", "sources", "features", "commit", "provenance"):
         assert key in info, key
+    # One source for provenance: the kernel manifest's.
+    for key in ("commit", "dirty", "rustc", "clang"):
+        assert info[key] == info["provenance"][key], (key, info[key], info["provenance"])
     kinds = {t["target"]: t["kind"] for t in info["targets"]}
     # Every "X.Y" of the matrix is an sm_XY SASS target; "+PTX" adds compute_XY PTX.
     for arch in info["matrix"]:

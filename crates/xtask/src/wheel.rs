@@ -83,12 +83,14 @@ pub fn build(args: &Args) -> Result<Built> {
     let out_dir = args.out.clone().unwrap_or_else(|| target_dir().join("wheels"));
     std::fs::create_dir_all(&out_dir)?;
 
+    let runtime = runtime_wheels(&pins, &root.join("crates/kiln-py/Cargo.toml"))?;
     let requires = requires_dist(&pins, &root.join("crates/kiln-py/Cargo.toml"))?;
     let raw = maturin_build(&layout, &pins, &root)?;
     let name = raw.file_name().context("maturin output has no file name")?;
     let wheel = out_dir.join(name);
-    let tags = metadata::add_requires_dist(&raw, &wheel, &requires)
-        .with_context(|| format!("adding Requires-Dist to {}", raw.display()))?;
+    // Requires-Dist and the SBOM's runtime components, from the same pins; bytecode refused.
+    let tags = metadata::rewrite(&raw, &wheel, &requires, &runtime, &root)
+        .with_context(|| format!("adding Requires-Dist and the SBOM's runtime wheels to {}", raw.display()))?;
     let _ = std::fs::remove_file(&raw);
     if !tags.iter().all(|t| t.starts_with("cp39-abi3-") && t.contains(MANYLINUX)) {
         bail!("{} has tags {tags:?}; expected cp39-abi3-{MANYLINUX}_x86_64", wheel.display());
@@ -106,9 +108,25 @@ pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target"))
 }
 
+/// The runtime wheels behind `requires_dist` (same features, same order), for the SBOM.
+pub fn runtime_wheels(pins: &Pins, kiln_py_manifest: &Path) -> Result<Vec<metadata::RuntimeWheel>> {
+    Ok(runtime_features(pins, kiln_py_manifest)?
+        .into_iter()
+        .map(|f| {
+            let lib = &pins.runtime[&f];
+            metadata::RuntimeWheel { name: lib.wheel.clone(), version: lib.version.clone() }
+        })
+        .collect())
+}
+
 /// One `name==version` per runtime library the extension is built to reach: kiln-py's default
 /// features that name a `[workspace.metadata.kiln.runtime]` entry.
 pub fn requires_dist(pins: &Pins, kiln_py_manifest: &Path) -> Result<Vec<String>> {
+    Ok(runtime_features(pins, kiln_py_manifest)?.iter().map(|f| pins.runtime[f].requirement()).collect())
+}
+
+/// kiln-py's default features that name a `[workspace.metadata.kiln.runtime]` entry.
+fn runtime_features(pins: &Pins, kiln_py_manifest: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(kiln_py_manifest)
         .with_context(|| format!("reading {}", kiln_py_manifest.display()))?;
     let doc: toml::Table = toml::from_str(&text).with_context(|| format!("parsing {}", kiln_py_manifest.display()))?;
@@ -119,8 +137,8 @@ pub fn requires_dist(pins: &Pins, kiln_py_manifest: &Path) -> Result<Vec<String>
         .with_context(|| format!("{} has no [features] default list", kiln_py_manifest.display()))?;
     let mut reqs = Vec::new();
     for feature in defaults.iter().filter_map(|v| v.as_str()) {
-        if let Some(lib) = pins.runtime.get(feature) {
-            reqs.push(lib.requirement());
+        if pins.runtime.contains_key(feature) {
+            reqs.push(feature.to_string());
         }
     }
     if reqs.is_empty() {

@@ -45,7 +45,8 @@ class Array:
 
 def build_info() -> Dict[str, Any]:
     """The embedded build manifest (targets with their kernels, matrix, min_driver, toolchain,
-    flags, sources) plus version, commit, dirty, features {cuda, cublas, cudnn, nccl} and
+    flags, sources, provenance) plus version; commit, dirty, rustc and clang (copied from the
+    manifest's provenance, their single source); features {cuda, cublas, cudnn, nccl} and
     runtime_libraries."""
 
 def vecadd(a: ArrayLike, b: ArrayLike) -> Array: ...
