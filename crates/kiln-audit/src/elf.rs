@@ -32,6 +32,12 @@ pub struct ElfFacts {
     pub nv_fatbin: Option<std::ops::Range<usize>>,
     /// `__nv_relfatbin` present: relocatable device code, never loaded by the driver.
     pub has_relfatbin: bool,
+    /// kiln's build manifest, from the `.kiln_manifest` section (kiln-kernels puts it there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_manifest: Option<kiln_manifest::Manifest>,
+    /// `.kiln_manifest` present but not a manifest this audit can read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_manifest_error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -127,6 +133,17 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
                 facts.nv_fatbin = Some(start..end);
             }
             b"__nv_relfatbin" => facts.has_relfatbin = true,
+            b".kiln_manifest" if section.sh_type(endian) != elf::SHT_NOBITS => {
+                match section.data(endian, data) {
+                    Ok(bytes) => match std::str::from_utf8(bytes).map_err(|e| e.to_string()).and_then(|t| {
+                        kiln_manifest::Manifest::from_json(t.trim_end_matches('\0')).map_err(|e| e.to_string())
+                    }) {
+                        Ok(m) => facts.build_manifest = Some(m),
+                        Err(e) => facts.build_manifest_error = Some(format!("not a kiln build manifest: {e}")),
+                    },
+                    Err(_) => facts.build_manifest_error = Some("`.kiln_manifest` runs past the end of the file".into()),
+                }
+            }
             _ if section.sh_type(endian) == elf::SHT_NOTE => {
                 let Ok(Some(mut notes)) = section.notes(endian, data) else { continue };
                 loop {

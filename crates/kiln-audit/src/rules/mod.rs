@@ -3,6 +3,7 @@
 
 pub mod arch;
 pub mod linkage;
+pub mod manifest;
 pub mod metadata;
 
 use crate::input::Artifact;
@@ -27,5 +28,6 @@ pub fn evaluate(artifact: &Artifact, policy: &Policy) -> (Vec<Finding>, Vec<Reso
     let resolutions = linkage::check(artifact, policy, &mut findings);
     arch::check(artifact, policy, &mut findings);
     metadata::check(artifact, policy, &mut findings);
+    manifest::check(artifact, policy, &mut findings);
     (findings, resolutions)
 }

@@ -214,6 +214,19 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
             );
         }
         writeln!(out, "{line}")?;
+        if let Some(m) = b.elf.as_ref().and_then(|e| e.build_manifest.as_ref()) {
+            let p = &m.provenance;
+            let commit: String = p.commit.chars().take(12).collect();
+            writeln!(
+                out,
+                "    build manifest: commit {commit}{} | nvcc {} | {} | matrix {} | {} targets",
+                if p.dirty { " (dirty)" } else { "" },
+                m.toolchain.nvcc,
+                if p.rustc.is_empty() { "rustc ?" } else { p.rustc.as_str() },
+                m.matrix.join(" "),
+                m.targets.len()
+            )?;
+        }
     }
     if hidden > 0 {
         writeln!(out, "  … {hidden} more host-only binaries without findings (--full lists them)")?;

@@ -1,0 +1,95 @@
+//! manifest/*: kiln's embedded build manifest (`.kiln_manifest`) against what the same file's
+//! `.nv_fatbin` really holds, and against the policy. A manifest is a claim; the bytes decide.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kiln_pins::ArchMatrix;
+
+use crate::finding::{finding, Finding};
+use crate::input::Artifact;
+use crate::policy::Policy;
+
+const FIX_REBUILD: &str = "rebuild with `cargo xtask wheel` (or `nix build .#wheel`); a manifest is written by kiln-build from the compiled outputs and must never be edited";
+
+pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) {
+    for b in &artifact.binaries {
+        let Some(elf) = &b.elf else { continue };
+        if let Some(e) = &elf.build_manifest_error {
+            findings.push(finding("manifest/unreadable", &b.path, format!("`.kiln_manifest`: {e}"), FIX_REBUILD));
+            continue;
+        }
+        let Some(manifest) = &elf.build_manifest else { continue };
+
+        // What the bytes hold: target -> (kernels, PTX ISA).
+        let mut actual: BTreeMap<String, (BTreeSet<&str>, Option<&str>)> = BTreeMap::new();
+        if let Some(dev) = &b.device {
+            for e in dev.entries.iter().filter(|e| e.kind == "cubin" || e.kind == "ptx") {
+                let slot = actual.entry(e.target.clone()).or_default();
+                slot.0.extend(e.kernels.iter().map(String::as_str));
+                if e.kind == "ptx" {
+                    slot.1 = e.ptx_isa.as_deref();
+                }
+            }
+        }
+
+        let mut claimed: BTreeSet<&str> = BTreeSet::new();
+        for t in &manifest.targets {
+            claimed.insert(t.target.as_str());
+            let Some((kernels, isa)) = actual.get(&t.target) else {
+                findings.push(finding(
+                    "manifest/target-missing",
+                    &b.path,
+                    format!("the build manifest claims {} ({} kernels) but the file has no {} entry for it", t.target, t.kernels.len(), t.kind),
+                    FIX_REBUILD,
+                ));
+                continue;
+            };
+            let missing: Vec<&str> = t.kernels.iter().map(String::as_str).filter(|k| !kernels.contains(k)).collect();
+            if !missing.is_empty() {
+                findings.push(finding(
+                    "manifest/kernel-missing",
+                    &b.path,
+                    format!("the build manifest claims {} for {}, but the device code lacks them", missing.join(", "), t.target),
+                    FIX_REBUILD,
+                ));
+            }
+            if let (Some(claimed_isa), Some(found)) = (t.ptx_isa.as_deref(), isa) {
+                if claimed_isa != *found {
+                    findings.push(finding(
+                        "manifest/ptx-isa-mismatch",
+                        &b.path,
+                        format!("the build manifest says PTX ISA {claimed_isa} for {}, the PTX says {found}", t.target),
+                        FIX_REBUILD,
+                    ));
+                }
+            }
+        }
+        for target in actual.keys().filter(|t| !claimed.contains(t.as_str())) {
+            findings.push(finding(
+                "manifest/unclaimed-target",
+                &b.path,
+                format!("the file carries {target}, which its build manifest does not list"),
+                FIX_REBUILD,
+            ));
+        }
+
+        // The matrix the manifest was built for against the policy's expectations.
+        if let (Some(sass), Some(ptx)) = (&policy.expect_sass, &policy.expect_ptx) {
+            match ArchMatrix::parse(&manifest.matrix) {
+                Ok(m) => {
+                    let (ms, mp): (BTreeSet<_>, BTreeSet<_>) = (m.sass().collect(), m.ptx().collect());
+                    let (ps, pp): (BTreeSet<_>, BTreeSet<_>) = (sass.iter().copied().collect(), ptx.iter().copied().collect());
+                    if ms != ps || mp != pp {
+                        findings.push(finding(
+                            "manifest/matrix-differs",
+                            &b.path,
+                            format!("built for the matrix [{}], the policy expects another", manifest.matrix.join(", ")),
+                            "rebuild from the checkout whose Cargo.toml is the policy, or audit against the pins it was built with",
+                        ));
+                    }
+                }
+                Err(e) => findings.push(finding("manifest/unreadable", &b.path, format!("manifest matrix: {e}"), FIX_REBUILD)),
+            }
+        }
+    }
+}
