@@ -524,7 +524,7 @@ def check_contract(ctx, res):
         for call, cls, builtin in [
             (lambda: kiln.vecadd(a, b), kiln.ShapeError, ValueError),
             (lambda: kiln.vecadd(a, ctx.randn((4,), F16)), kiln.DTypeError, TypeError),
-            (lambda: kiln.embedding(ctx.randn((10, 4), F32), torch.tensor([3, 10], device=ctx.dev)),
+            (lambda: kiln.embedding_checked(ctx.randn((10, 4), F32), torch.tensor([3, 10], device=ctx.dev)),
              kiln.IdOutOfRangeError, IndexError),
             (lambda: kiln.softmax(ctx.randn((4, 6), F32).t()), ValueError, ValueError),
             (lambda: kiln.vecadd([1.0], [2.0]), TypeError, TypeError),

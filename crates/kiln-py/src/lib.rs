@@ -25,6 +25,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::softmax, m)?)?;
     m.add_function(wrap_pyfunction!(ops::rope, m)?)?;
     m.add_function(wrap_pyfunction!(ops::embedding, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::embedding_checked, m)?)?;
     m.add_function(wrap_pyfunction!(ops::copy, m)?)?;
     m.add_function(wrap_pyfunction!(ops::asarray, m)?)?;
     #[cfg(feature = "cublas")]

@@ -133,10 +133,19 @@ pub fn rope<'py>(
 }
 
 /// Embedding lookup: out[..., :] = table[ids[...], :] (ids int32 or int64, any shape).
+/// Never waits for the GPU: an id outside [0, vocab) gives a row of zeros.
 #[pyfunction]
 pub fn embedding<'py>(py: Python<'py>, table: &Bound<'py, PyAny>, ids: &Bound<'py, PyAny>) -> PyResult<Array> {
     let ops = Operands::gather(py, &[("table", table), ("ids", ids)], None)?;
     launch(py, ops, |g, v| g.embedding(&v[0], &v[1]))
+}
+
+/// embedding, plus IdOutOfRangeError (an IndexError) for an id outside [0, vocab);
+/// waits for the GPU (an 8-byte read back) on every call.
+#[pyfunction]
+pub fn embedding_checked<'py>(py: Python<'py>, table: &Bound<'py, PyAny>, ids: &Bound<'py, PyAny>) -> PyResult<Array> {
+    let ops = Operands::gather(py, &[("table", table), ("ids", ids)], None)?;
+    launch(py, ops, |g, v| g.embedding_checked(&v[0], &v[1]))
 }
 
 /// A device-to-device copy (cuMemcpyDtoD) into a new kiln.Array.
