@@ -115,7 +115,7 @@ impl Array {
             None | Some(0) | Some(dlpack::STREAM_LEGACY_DEFAULT) | Some(dlpack::STREAM_NO_SYNC) => {}
             Some(_) => {
                 let gpu = device::gpu(py, self.tensor.device())?;
-                py.detach(|| gpu.synchronize()).py_err(py)?;
+                crate::device::detach(py, || gpu.synchronize()).py_err(py)?;
             }
         }
         let versioned = max_version.is_some_and(|(major, _)| major >= 1);
@@ -134,7 +134,7 @@ impl Array {
     /// lacks, comes back as float32 (exactly: every bfloat16 is a float32).
     fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let t = self.tensor.clone();
-        let mut bytes = py.detach(|| t.to_host()).py_err(py)?;
+        let mut bytes = crate::device::detach(py, || t.to_host()).py_err(py)?;
         let mut dtype = self.dtype();
         if t.dtype() == kiln_runtime::DType::BF16 {
             bytes = bytes.chunks_exact(2).flat_map(|b| ((u16::from_ne_bytes([b[0], b[1]]) as u32) << 16).to_ne_bytes()).collect();

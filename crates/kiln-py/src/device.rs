@@ -19,7 +19,7 @@ pub fn gpu(py: Python<'_>, ordinal: usize) -> PyResult<kiln_runtime::Gpu> {
     if let Some(g) = map.lock().expect("gpu map").get(&ordinal) {
         return Ok(g.clone());
     }
-    let g = py.detach(|| kiln_runtime::Gpu::new(ordinal)).py_err(py)?;
+    let g = crate::device::detach(py, || kiln_runtime::Gpu::new(ordinal)).py_err(py)?;
     Ok(map.lock().expect("gpu map").entry(ordinal).or_insert(g).clone())
 }
 
@@ -34,6 +34,15 @@ pub fn communicator(py: Python<'_>, ordinals: &[usize]) -> PyResult<Arc<kiln_run
         return Ok(c.clone());
     }
     let gpus = ordinals.iter().map(|&o| gpu(py, o)).collect::<PyResult<Vec<_>>>()?;
-    let comm = Arc::new(py.detach(|| kiln_runtime::Communicator::new(&gpus)).py_err(py)?);
+    let comm = Arc::new(crate::device::detach(py, || kiln_runtime::Communicator::new(&gpus)).py_err(py)?);
     Ok(map.lock().expect("comm map").entry(ordinals.to_vec()).or_insert(comm).clone())
+}
+
+/// Runs `f` without the GIL, leaving the thread's current CUDA context as the caller had it:
+/// torch and cupy take "the current device" from it, and kiln binds its own GPU's context.
+pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+    py.detach(|| {
+        let _restore = kiln_runtime::ContextGuard::save();
+        f()
+    })
 }

@@ -65,7 +65,7 @@ where
     F: FnOnce(&kiln_runtime::Gpu, &[kiln_runtime::View]) -> kiln_runtime::Result<kiln_runtime::Tensor> + Send,
 {
     let (gpu, views) = (&ops.gpu, &ops.views);
-    let t = py.detach(|| f(gpu, views)).py_err(py)?;
+    let t = crate::device::detach(py, || f(gpu, views)).py_err(py)?;
     Ok(Array::new(t))
 }
 
@@ -206,14 +206,14 @@ pub fn all_reduce_sum<'py>(py: Python<'py>, inputs: Vec<Bound<'py, PyAny>>) -> P
     let views: Vec<kiln_runtime::View> =
         imported.iter().map(|i| kiln_runtime::View::new(i.data, dtype_of(i.elem), i.shape.clone())).collect();
     let refs: Vec<&kiln_runtime::View> = views.iter().collect();
-    let outs = py.detach(|| comm.all_reduce_sum(&refs)).py_err(py)?;
+    let outs = crate::device::detach(py, || comm.all_reduce_sum(&refs)).py_err(py)?;
     Ok(outs.into_iter().map(Array::new).collect())
 }
 
 /// Number of visible CUDA devices (raises NoDriverError without a driver).
 #[pyfunction]
 pub fn device_count(py: Python<'_>) -> PyResult<usize> {
-    py.detach(kiln_runtime::Gpu::device_count).py_err(py)
+    crate::device::detach(py, kiln_runtime::Gpu::device_count).py_err(py)
 }
 
 /// Waits until every kiln operation on `device` has finished.
@@ -221,7 +221,7 @@ pub fn device_count(py: Python<'_>) -> PyResult<usize> {
 #[pyo3(signature = (device = 0))]
 pub fn synchronize(py: Python<'_>, device: usize) -> PyResult<()> {
     let g = device::gpu(py, device)?;
-    py.detach(|| g.synchronize()).py_err(py)
+    crate::device::detach(py, || g.synchronize()).py_err(py)
 }
 
 /// {"ordinal", "name", "sm_count", "compute_capability"} of a device.

@@ -48,6 +48,7 @@ unsafe impl Send for Function {}
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        let _restore = crate::ContextGuard::save();
         let _ = self.ctx.bind_to_thread();
         let _ = self.ctx.synchronize();
         self.blas.lock().map(|mut b| b.take()).ok();

@@ -43,6 +43,7 @@
 //! the `half` crate); the GPU tests compare against them.
 
 pub mod blas;
+mod context;
 pub mod dnn;
 mod dtype;
 mod error;
@@ -56,6 +57,7 @@ mod tensor;
 pub mod timing;
 pub mod validate;
 
+pub use context::ContextGuard;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use gpu::Gpu;

@@ -41,7 +41,8 @@ pub(crate) fn numel(shape: &[usize]) -> usize {
 /// never aliases an input). Freed on drop, in stream order on the legacy default stream.
 pub struct Tensor {
     /// At least one byte: the driver refuses zero-byte allocations.
-    buf: CudaSlice<u8>,
+    /// Dropped by hand in `Drop`, between binding its context and restoring the caller's.
+    buf: std::mem::ManuallyDrop<CudaSlice<u8>>,
     nbytes: usize,
     dtype: DType,
     shape: Vec<usize>,
@@ -52,7 +53,10 @@ impl Drop for Tensor {
     fn drop(&mut self) {
         // The free is stream-ordered on the current context: make it this tensor's context even
         // when the last reference goes away on another thread (e.g. Python's garbage collector).
+        let _restore = crate::ContextGuard::save();
         let _ = self.buf.stream().context().bind_to_thread();
+        // SAFETY: dropped exactly once, here; `buf` is never used after.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.buf) };
     }
 }
 
@@ -76,7 +80,7 @@ impl Tensor {
         let stream: &Arc<CudaStream> = gpu.stream();
         // SAFETY: the memory is written by the op (or the copy) that asked for it before use.
         let buf = unsafe { stream.alloc::<u8>(nbytes.max(1)) }.map_err(|e| Error::driver("cuMemAlloc", e))?;
-        Ok(Tensor { buf, nbytes, dtype, shape, ordinal: gpu.ordinal() })
+        Ok(Tensor { buf: std::mem::ManuallyDrop::new(buf), nbytes, dtype, shape, ordinal: gpu.ordinal() })
     }
 
     /// Copies host bytes (native-endian elements of `dtype`, row-major) to a new tensor.
