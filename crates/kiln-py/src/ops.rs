@@ -49,7 +49,12 @@ impl<'py> Operands<'py> {
             match imp.place {
                 Place::Cuda(_) => views.push(kiln_runtime::View::new(imp.data, dtype, imp.shape.clone())),
                 Place::Host => {
-                    let t = kiln_runtime::Tensor::from_host(&gpu, imp.host_bytes(), dtype, imp.shape.clone()).py_err(py)?;
+                    let t = {
+                        // The copy binds the GPU's context: give the caller theirs back.
+                        let _restore = kiln_runtime::ContextGuard::save();
+                        kiln_runtime::Tensor::from_host(&gpu, imp.host_bytes(), dtype, imp.shape.clone())
+                    }
+                    .py_err(py)?;
                     views.push(t.view());
                     staged.push(t);
                 }
