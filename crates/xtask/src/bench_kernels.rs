@@ -22,10 +22,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let layout = bootstrap::ensure()?;
-    for (k, v) in layout.vars() {
-        std::env::set_var(k, v);
-    }
+    let layout = bootstrap::ensure_in_process()?;
     let pins = pins()?;
     let kernels = repo_root().join("kernels");
     let nvcc = layout.cuda_home().join("bin/nvcc");

@@ -110,6 +110,16 @@ pub fn ensure() -> Result<Layout> {
     run(Args { force: false, quiet: true })
 }
 
+/// Bootstrap, then put the toolchain into this process's environment: for commands that call
+/// kiln-build in-process (it locates nvcc and libclang from the environment).
+pub fn ensure_in_process() -> Result<Layout> {
+    let layout = ensure()?;
+    for (k, v) in layout.vars() {
+        std::env::set_var(k, v);
+    }
+    Ok(layout)
+}
+
 fn python() -> String {
     std::env::var("KILN_PYTHON").unwrap_or_else(|_| "python3".into())
 }
