@@ -99,8 +99,8 @@ fn wheel_for_tests(layout: &Layout) -> Option<PathBuf> {
         return Some(w);
     }
     let out = repo_root().join("target/ci-wheel");
-    let mut cmd = Command::new(std::env::current_exe().ok()?);
-    cmd.current_dir(repo_root()).args(["wheel", "--no-audit", "--out"]).arg(&out);
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(repo_root()).args(["run", "--quiet", "--locked", "-p", "xtask", "--", "wheel", "--no-audit", "--out"]).arg(&out);
     layout.apply(&mut cmd);
     cmd.status().ok().filter(|s| s.success())?;
     find(out)
@@ -128,13 +128,12 @@ fn run_suite(layout: &Layout, suite: &Suite, wheel: &mut Option<PathBuf>) -> boo
     let rest = args;
     let mut cmd = match *program {
         "cargo" => Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())),
-        "xtask" => match std::env::current_exe() {
-            Ok(exe) => Command::new(exe),
-            Err(e) => {
-                eprintln!("cannot find the xtask binary: {e}");
-                return false;
-            }
-        },
+        // Through cargo, not current_exe(): the unit suite rebuilds this very binary.
+        "xtask" => {
+            let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+            c.args(["run", "--quiet", "--locked", "-p", "xtask", "--"]);
+            c
+        }
         other => Command::new(other),
     };
     cmd.current_dir(repo_root()).args(rest);
