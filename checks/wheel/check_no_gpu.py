@@ -152,6 +152,9 @@ def main() -> int:
             cuda = [n for n in needed if re.match(r"lib(cuda|cudart|cublas|cudnn|nccl|nvrtc|python)", n)]
             check(f"{name} NEEDs no CUDA/Python library", r.returncode == 0 and not cuda, f"NEEDED {needed}")
 
+        # A fresh venv means nothing from outside it: PYTHONPATH (cargo xtask puts its own
+        # .toolchain/py there) would make pip think pytest is already installed.
+        os.environ.pop("PYTHONPATH", None)
         venv = tmp / "venv"
         r = run([sys.executable, "-m", "venv", str(venv)])
         if not check("fresh venv", r.returncode == 0, r.stderr.strip()[-300:]):
