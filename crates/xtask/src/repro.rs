@@ -22,9 +22,15 @@ pub struct Args {
     pub second_env: Vec<String>,
     #[arg(long)]
     pub json: bool,
+    /// Compare two existing wheels instead of building.
+    #[arg(long, num_args = 2, value_names = ["FIRST", "SECOND"])]
+    pub compare: Vec<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let [first, second] = args.compare.as_slice() {
+        return report(&compare::wheels(first, second)?, args.json);
+    }
     let dir = args.dir.clone().unwrap_or_else(|| repo_root().join("target/repro"));
     let mut wheels = Vec::new();
     for (i, name) in ["first", "second"].into_iter().enumerate() {
@@ -46,8 +52,11 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!("repro: {name} build took {:.0} s", started.elapsed().as_secs_f64());
         wheels.push(built);
     }
-    let report = compare::wheels(&wheels[0], &wheels[1])?;
-    if args.json {
+    report(&compare::wheels(&wheels[0], &wheels[1])?, args.json)
+}
+
+fn report(report: &compare::Report, json: bool) -> Result<()> {
+    if json {
         println!("{}", serde_json::to_string_pretty(&report.to_json())?);
     } else {
         println!("{report}");

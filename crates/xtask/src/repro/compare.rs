@@ -125,6 +125,27 @@ fn location(data: &[u8], offset: u64) -> String {
     "ELF, outside any section".into()
 }
 
+/// For two ELF files: the sections (by name) whose contents differ — offsets shift when one
+/// section grows, so the first differing byte alone often points at the ELF header.
+fn differing_sections(a: &[u8], b: &[u8]) -> Vec<String> {
+    use object::{Object, ObjectSection};
+    let (Ok(fa), Ok(fb)) = (object::File::parse(a), object::File::parse(b)) else { return Vec::new() };
+    // Sections that changed size are the likely cause; the rest often differ only because
+    // addresses after them moved. List the former first, marked.
+    let (mut resized, mut changed) = (Vec::new(), Vec::new());
+    for sa in fa.sections() {
+        let Ok(name) = sa.name() else { continue };
+        match fb.section_by_name(name) {
+            None => resized.push(format!("{name} (only in the first)")),
+            Some(sb) if sa.size() != sb.size() => resized.push(format!("{name} (size {} vs {})", sa.size(), sb.size())),
+            Some(sb) if sa.data().ok() != sb.data().ok() => changed.push(name.to_string()),
+            Some(_) => {}
+        }
+    }
+    resized.extend(changed);
+    resized
+}
+
 pub fn wheels(first: &Path, second: &Path) -> Result<Report> {
     let sha = (sha256(first)?, sha256(second)?);
     let (a, b) = (read_members(first)?, read_members(second)?);
@@ -136,11 +157,16 @@ pub fn wheels(first: &Path, second: &Path) -> Result<Report> {
         };
         if ma.data != mb.data {
             let offset = ma.data.iter().zip(&mb.data).position(|(x, y)| x != y).unwrap_or(ma.data.len().min(mb.data.len()));
+            let mut location = location(&ma.data, offset as u64);
+            let sections = differing_sections(&ma.data, &mb.data);
+            if !sections.is_empty() {
+                location = format!("{location}; ELF sections whose bytes differ: {}", sections.join(", "));
+            }
             differences.push(Difference::Content {
                 name: name.clone(),
                 offset: offset as u64,
                 sizes: (ma.data.len() as u64, mb.data.len() as u64),
-                location: location(&ma.data, offset as u64),
+                location,
                 first: excerpt(&ma.data, offset),
                 second: excerpt(&mb.data, offset),
             });
