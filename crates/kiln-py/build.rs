@@ -19,7 +19,12 @@ fn main() {
     let mut libs = serde_json::Map::new();
     for (key, lib) in &pins.runtime {
         // Cargo sets CARGO_FEATURE_<NAME> for each enabled feature of this crate.
-        if std::env::var_os(format!("CARGO_FEATURE_{}", key.to_uppercase().replace('-', "_"))).is_some() {
+        if std::env::var_os(format!(
+            "CARGO_FEATURE_{}",
+            key.to_uppercase().replace('-', "_")
+        ))
+        .is_some()
+        {
             libs.insert(
                 key.clone(),
                 serde_json::json!({
@@ -33,6 +38,8 @@ fn main() {
         }
     }
     let info = serde_json::json!({ "runtime_libraries": libs });
-    let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("py_build_info.json");
-    std::fs::write(&out, serde_json::to_string_pretty(&info).expect("json")).expect("writing OUT_DIR");
+    let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
+        .join("py_build_info.json");
+    std::fs::write(&out, serde_json::to_string_pretty(&info).expect("json"))
+        .expect("writing OUT_DIR");
 }

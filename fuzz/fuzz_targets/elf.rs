@@ -4,7 +4,11 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let opts = kiln_audit::Options { max_member_size: 64 << 20, max_total_size: 256 << 20, ..Default::default() };
+    let opts = kiln_audit::Options {
+        max_member_size: 64 << 20,
+        max_total_size: 256 << 20,
+        ..Default::default()
+    };
     let binary = kiln_audit::input::analyse("lib/x.so", data, &opts);
     let artifact = kiln_audit::Artifact {
         kind: kiln_audit::InputKind::Wheel,

@@ -24,7 +24,13 @@ pub struct CoverageRow {
 }
 
 fn target_key(t: &str) -> (u8, u32, String) {
-    let (kind, rest) = if let Some(r) = t.strip_prefix("sm_") { (0, r) } else if let Some(r) = t.strip_prefix("compute_") { (1, r) } else { (2, t) };
+    let (kind, rest) = if let Some(r) = t.strip_prefix("sm_") {
+        (0, r)
+    } else if let Some(r) = t.strip_prefix("compute_") {
+        (1, r)
+    } else {
+        (2, t)
+    };
     let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
     (kind, digits.parse().unwrap_or(0), t.to_string())
 }
@@ -49,8 +55,20 @@ pub fn of(binary: &Binary) -> Option<Coverage> {
         let key: Vec<bool> = targets.iter().map(|t| set.contains(t)).collect();
         folded.entry(key).or_default().push(k.to_string());
     }
-    let mut rows: Vec<CoverageRow> = folded.into_iter().map(|(present, kernels)| CoverageRow { kernels, present }).collect();
+    let mut rows: Vec<CoverageRow> = folded
+        .into_iter()
+        .map(|(present, kernels)| CoverageRow { kernels, present })
+        .collect();
     // Rows with gaps first: they are what the reader is looking for.
-    rows.sort_by_key(|r| (r.present.iter().filter(|p| **p).count(), r.kernels.first().cloned()));
-    Some(Coverage { file: binary.path.clone(), targets: targets.into_iter().map(String::from).collect(), rows })
+    rows.sort_by_key(|r| {
+        (
+            r.present.iter().filter(|p| **p).count(),
+            r.kernels.first().cloned(),
+        )
+    });
+    Some(Coverage {
+        file: binary.path.clone(),
+        targets: targets.into_iter().map(String::from).collect(),
+        rows,
+    })
 }

@@ -43,10 +43,19 @@ pub struct EntryFacts {
 /// Reads a `.nv_fatbin` section. Err: the container structure itself is broken.
 pub fn read(section: &[u8], list_kernels: bool) -> Result<DeviceCode, String> {
     let containers = container::parse(section).map_err(|e| e.to_string())?;
-    let flat: Vec<(usize, &container::Entry)> =
-        containers.iter().enumerate().flat_map(|(i, c)| c.entries.iter().map(move |e| (i, e))).collect();
-    let entries = flat.par_iter().map(|(i, e)| entry_facts(*i, e, list_kernels)).collect();
-    Ok(DeviceCode { containers: containers.len(), entries })
+    let flat: Vec<(usize, &container::Entry)> = containers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| c.entries.iter().map(move |e| (i, e)))
+        .collect();
+    let entries = flat
+        .par_iter()
+        .map(|(i, e)| entry_facts(*i, e, list_kernels))
+        .collect();
+    Ok(DeviceCode {
+        containers: containers.len(),
+        entries,
+    })
 }
 
 fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> EntryFacts {

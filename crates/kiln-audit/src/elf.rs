@@ -65,31 +65,56 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
     let header = Header::parse(data).map_err(|e| e.to_string())?;
     let endian = header.endian().map_err(|e| e.to_string())?;
     let sections = header.sections(endian, data).map_err(|e| e.to_string())?;
-    let mut facts = ElfFacts { machine: header.e_machine(endian), ..Default::default() };
+    let mut facts = ElfFacts {
+        machine: header.e_machine(endian),
+        ..Default::default()
+    };
 
     for section in sections.iter() {
         if section.sh_type(endian) == elf::SHT_DYNAMIC {
-            let Some((dyns, link)) = section.dynamic(endian, data).map_err(|e| e.to_string())? else { continue };
-            let strings = sections.strings(endian, data, link).map_err(|e| e.to_string())?;
+            let Some((dyns, link)) = section.dynamic(endian, data).map_err(|e| e.to_string())?
+            else {
+                continue;
+            };
+            let strings = sections
+                .strings(endian, data, link)
+                .map_err(|e| e.to_string())?;
             for d in dyns {
                 let tag = d.d_tag(endian) as u32;
                 let text = || -> Result<String, String> {
-                    let s = d.string(endian, strings).map_err(|e| format!("dynamic string: {e}"))?;
+                    let s = d
+                        .string(endian, strings)
+                        .map_err(|e| format!("dynamic string: {e}"))?;
                     Ok(String::from_utf8_lossy(s).into_owned())
                 };
                 match tag {
                     elf::DT_NEEDED => facts.needed.push(text()?),
                     elf::DT_SONAME => facts.soname = Some(text()?),
-                    elf::DT_RUNPATH => facts.runpath.extend(text()?.split(':').filter(|s| !s.is_empty()).map(String::from)),
-                    elf::DT_RPATH => facts.rpath.extend(text()?.split(':').filter(|s| !s.is_empty()).map(String::from)),
+                    elf::DT_RUNPATH => facts.runpath.extend(
+                        text()?
+                            .split(':')
+                            .filter(|s| !s.is_empty())
+                            .map(String::from),
+                    ),
+                    elf::DT_RPATH => facts.rpath.extend(
+                        text()?
+                            .split(':')
+                            .filter(|s| !s.is_empty())
+                            .map(String::from),
+                    ),
                     _ => {}
                 }
             }
         }
     }
 
-    if let Some((mut verneed, link)) = sections.gnu_verneed(endian, data).map_err(|e| e.to_string())? {
-        let strings = sections.strings(endian, data, link).map_err(|e| e.to_string())?;
+    if let Some((mut verneed, link)) = sections
+        .gnu_verneed(endian, data)
+        .map_err(|e| e.to_string())?
+    {
+        let strings = sections
+            .strings(endian, data, link)
+            .map_err(|e| e.to_string())?;
         while let Some((_, mut aux)) = verneed.next().map_err(|e| e.to_string())? {
             while let Some(vernaux) = aux.next().map_err(|e| e.to_string())? {
                 let name = vernaux.name(endian, strings).map_err(|e| e.to_string())?;
@@ -123,7 +148,9 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
         let name = sections.section_name(endian, section).unwrap_or(b"");
         match name {
             b".nv_fatbin" if section.sh_type(endian) != elf::SHT_NOBITS => {
-                let (off, size) = section.file_range(endian).ok_or("`.nv_fatbin` has no file range")?;
+                let (off, size) = section
+                    .file_range(endian)
+                    .ok_or("`.nv_fatbin` has no file range")?;
                 let start = usize::try_from(off).map_err(|_| "`.nv_fatbin` offset overflows")?;
                 let end = usize::try_from(size)
                     .ok()
@@ -135,17 +162,28 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
             b"__nv_relfatbin" => facts.has_relfatbin = true,
             b".kiln_manifest" if section.sh_type(endian) != elf::SHT_NOBITS => {
                 match section.data(endian, data) {
-                    Ok(bytes) => match std::str::from_utf8(bytes).map_err(|e| e.to_string()).and_then(|t| {
-                        kiln_manifest::Manifest::from_json(t.trim_end_matches('\0')).map_err(|e| e.to_string())
-                    }) {
+                    Ok(bytes) => match std::str::from_utf8(bytes)
+                        .map_err(|e| e.to_string())
+                        .and_then(|t| {
+                            kiln_manifest::Manifest::from_json(t.trim_end_matches('\0'))
+                                .map_err(|e| e.to_string())
+                        }) {
                         Ok(m) => facts.build_manifest = Some(m),
-                        Err(e) => facts.build_manifest_error = Some(format!("not a kiln build manifest: {e}")),
+                        Err(e) => {
+                            facts.build_manifest_error =
+                                Some(format!("not a kiln build manifest: {e}"))
+                        }
                     },
-                    Err(_) => facts.build_manifest_error = Some("`.kiln_manifest` runs past the end of the file".into()),
+                    Err(_) => {
+                        facts.build_manifest_error =
+                            Some("`.kiln_manifest` runs past the end of the file".into())
+                    }
                 }
             }
             _ if section.sh_type(endian) == elf::SHT_NOTE => {
-                let Ok(Some(mut notes)) = section.notes(endian, data) else { continue };
+                let Ok(Some(mut notes)) = section.notes(endian, data) else {
+                    continue;
+                };
                 loop {
                     match notes.next() {
                         Ok(Some(note)) => {
@@ -171,7 +209,9 @@ fn read_dlopen_note(desc: &[u8], facts: &mut ElfFacts) {
     let end = desc.iter().position(|&b| b == 0).unwrap_or(desc.len());
     match serde_json::from_slice::<Vec<DlopenFeature>>(&desc[..end]) {
         Ok(features) => facts.dlopen.extend(features),
-        Err(e) => facts.dlopen_errors.push(format!("`.note.dlopen` JSON: {e}")),
+        Err(e) => facts
+            .dlopen_errors
+            .push(format!("`.note.dlopen` JSON: {e}")),
     }
 }
 
@@ -195,7 +235,11 @@ mod tests {
         // The test executable itself is a real dynamically linked ELF.
         let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
         let facts = read(&exe).unwrap();
-        assert!(facts.needed.iter().any(|n| n.starts_with("libc.so")), "{:?}", facts.needed);
+        assert!(
+            facts.needed.iter().any(|n| n.starts_with("libc.so")),
+            "{:?}",
+            facts.needed
+        );
         assert!(facts.max_glibc.unwrap() >= (2, 2));
         assert!(facts.undefined_symbols > 0);
     }

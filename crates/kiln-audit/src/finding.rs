@@ -80,11 +80,26 @@ pub const RULES: &[(&str, Severity)] = &[
 /// The severity a rule id is registered with (panics only on a typo in this crate's own code,
 /// caught by the unit test below).
 pub fn severity_of(rule: &str) -> Severity {
-    RULES.iter().find(|(r, _)| *r == rule).map(|(_, s)| *s).unwrap_or_else(|| panic!("unregistered rule id {rule}"))
+    RULES
+        .iter()
+        .find(|(r, _)| *r == rule)
+        .map(|(_, s)| *s)
+        .unwrap_or_else(|| panic!("unregistered rule id {rule}"))
 }
 
-pub(crate) fn finding(rule: &'static str, file: &str, message: String, fix: impl Into<String>) -> Finding {
-    Finding { rule, severity: severity_of(rule), file: file.to_string(), message, fix: fix.into() }
+pub(crate) fn finding(
+    rule: &'static str,
+    file: &str,
+    message: String,
+    fix: impl Into<String>,
+) -> Finding {
+    Finding {
+        rule,
+        severity: severity_of(rule),
+        file: file.to_string(),
+        message,
+        fix: fix.into(),
+    }
 }
 
 #[cfg(test)]
@@ -108,7 +123,10 @@ mod tests {
         }
         assert!(used.len() > 10, "rule scan found only {used:?}");
         for rule in used {
-            assert!(super::RULES.iter().any(|(r, _)| *r == rule), "{rule} is not in RULES");
+            assert!(
+                super::RULES.iter().any(|(r, _)| *r == rule),
+                "{rule} is not in RULES"
+            );
         }
     }
 }

@@ -72,7 +72,10 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
     if map.starts_with(b"PK\x03\x04") || map.starts_with(b"PK\x05\x06") {
         read_wheel(path, &map, opts, progress)
     } else if elf::is_elf(&map) {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let binary = analyse(&name, &map, opts);
         Ok(Artifact {
             kind: InputKind::Elf,
@@ -83,8 +86,18 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             findings: Vec::new(),
         })
     } else if kiln_fatbin::container::is_fatbin(&map) {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let mut binary = Binary { path: name.clone(), size: map.len() as u64, elf: None, device: None, elf_error: None, device_error: None };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut binary = Binary {
+            path: name.clone(),
+            size: map.len() as u64,
+            elf: None,
+            device: None,
+            elf_error: None,
+            device_error: None,
+        };
         match device::read(&map, opts.list_kernels) {
             Ok(d) => binary.device = Some(d),
             Err(e) => binary.device_error = Some(e),
@@ -111,7 +124,14 @@ fn map_file(path: &Path) -> Result<memmap2::Mmap, AuditError> {
 
 /// ELF facts and device code of one binary held in memory.
 pub fn analyse(path: &str, bytes: &[u8], opts: &Options) -> Binary {
-    let mut b = Binary { path: path.to_string(), size: bytes.len() as u64, elf: None, device: None, elf_error: None, device_error: None };
+    let mut b = Binary {
+        path: path.to_string(),
+        size: bytes.len() as u64,
+        elf: None,
+        device: None,
+        elf_error: None,
+        device_error: None,
+    };
     match elf::read(bytes) {
         Ok(facts) => {
             if let Some(range) = facts.nv_fatbin.clone() {
@@ -141,8 +161,14 @@ fn is_dist_info_file(name: &str) -> bool {
 }
 
 /// Reads a wheel held in memory (`path` names it in errors and gives the file name tags).
-pub fn read_wheel(path: &Path, map: &[u8], opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
-    let archive = zip::ZipArchive::new(std::io::Cursor::new(map)).map_err(|e| AuditError::Zip(path.to_path_buf(), e.to_string()))?;
+pub fn read_wheel(
+    path: &Path,
+    map: &[u8],
+    opts: &Options,
+    progress: &dyn Progress,
+) -> Result<Artifact, AuditError> {
+    let archive = zip::ZipArchive::new(std::io::Cursor::new(map))
+        .map_err(|e| AuditError::Zip(path.to_path_buf(), e.to_string()))?;
     let mut findings = Vec::new();
     let mut indices = Vec::new();
     let mut files = BTreeSet::new();
@@ -171,12 +197,19 @@ pub fn read_wheel(path: &Path, map: &[u8], opts: &Options, progress: &dyn Progre
         }
     }
     if declared_total > opts.max_total_size {
-        return Err(AuditError::TooLarge(path.to_path_buf(), declared_total, opts.max_total_size));
+        return Err(AuditError::TooLarge(
+            path.to_path_buf(),
+            declared_total,
+            opts.max_total_size,
+        ));
     }
     progress.begin(map.len() as u64, "reading wheel");
     let results: Vec<MemberResult> = indices
         .par_iter()
-        .map_init(|| archive.clone(), |ar, &i| read_member(ar, i, opts, progress))
+        .map_init(
+            || archive.clone(),
+            |ar, &i| read_member(ar, i, opts, progress),
+        )
         .collect();
     progress.end();
 
@@ -193,20 +226,45 @@ pub fn read_wheel(path: &Path, map: &[u8], opts: &Options, progress: &dyn Progre
             texts.insert(r.name, t);
         }
     }
-    let filename = path.file_name().and_then(|n| wheel::parse_filename(&n.to_string_lossy()));
+    let filename = path
+        .file_name()
+        .and_then(|n| wheel::parse_filename(&n.to_string_lossy()));
     let meta = read_dist_info(&texts, &digests, true, filename, &mut findings);
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Artifact { kind: InputKind::Wheel, root: PathBuf::new(), files, binaries, wheel: Some(meta), findings })
+    Ok(Artifact {
+        kind: InputKind::Wheel,
+        root: PathBuf::new(),
+        files,
+        binaries,
+        wheel: Some(meta),
+        findings,
+    })
 }
 
-fn read_member(ar: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>, i: usize, opts: &Options, progress: &dyn Progress) -> MemberResult {
-    let mut r = MemberResult { name: String::new(), digest: None, binary: None, text: None, finding: None };
+fn read_member(
+    ar: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>,
+    i: usize,
+    opts: &Options,
+    progress: &dyn Progress,
+) -> MemberResult {
+    let mut r = MemberResult {
+        name: String::new(),
+        digest: None,
+        binary: None,
+        text: None,
+        finding: None,
+    };
     let fallback_name = ar.name_for_index(i).unwrap_or("?").to_string();
     let mut file = match ar.by_index(i) {
         Ok(f) => f,
         Err(e) => {
             r.name = fallback_name;
-            r.finding = Some(finding("input/unreadable-member", &r.name, format!("cannot read member: {e}"), "rebuild the wheel"));
+            r.finding = Some(finding(
+                "input/unreadable-member",
+                &r.name,
+                format!("cannot read member: {e}"),
+                "rebuild the wheel",
+            ));
             return r;
         }
     };
@@ -217,7 +275,11 @@ fn read_member(ar: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>, i: usize, opts:
         r.finding = Some(finding(
             "wheel/member-too-large",
             &r.name,
-            format!("member claims {} bytes, over the limit of {}", file.size(), opts.max_member_size),
+            format!(
+                "member claims {} bytes, over the limit of {}",
+                file.size(),
+                opts.max_member_size
+            ),
             "raise --max-member-size if this is genuine",
         ));
         return r;
@@ -236,7 +298,12 @@ fn read_member(ar: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>, i: usize, opts:
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                r.finding = Some(finding("input/unreadable-member", &r.name, format!("cannot decompress member: {e}"), "rebuild the wheel"));
+                r.finding = Some(finding(
+                    "input/unreadable-member",
+                    &r.name,
+                    format!("cannot decompress member: {e}"),
+                    "rebuild the wheel",
+                ));
                 return r;
             }
         };
@@ -259,12 +326,18 @@ fn read_member(ar: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>, i: usize, opts:
         r.finding = Some(finding(
             "wheel/member-too-large",
             &r.name,
-            format!("member inflates past the limit of {} bytes", opts.max_member_size),
+            format!(
+                "member inflates past the limit of {} bytes",
+                opts.max_member_size
+            ),
             "raise --max-member-size if this is genuine",
         ));
         return r;
     }
-    r.digest = Some(MemberDigest { hash: wheel::record_hash(&hasher.finalize()), size });
+    r.digest = Some(MemberDigest {
+        hash: wheel::record_hash(&hasher.finalize()),
+        size,
+    });
     if elf::is_elf(&bytes) {
         r.binary = Some(analyse(&r.name, &bytes, opts));
     } else if is_dist_info_file(&r.name) {
@@ -281,8 +354,14 @@ fn read_dist_info(
     filename: Option<wheel::FilenameTags>,
     findings: &mut Vec<Finding>,
 ) -> WheelMeta {
-    let mut meta = WheelMeta { filename, ..Default::default() };
-    let dist_infos: BTreeSet<&str> = texts.keys().filter_map(|k| k.split_once('/').map(|(d, _)| d)).collect();
+    let mut meta = WheelMeta {
+        filename,
+        ..Default::default()
+    };
+    let dist_infos: BTreeSet<&str> = texts
+        .keys()
+        .filter_map(|k| k.split_once('/').map(|(d, _)| d))
+        .collect();
     for d in &dist_infos {
         meta.dist_info.push(d.to_string());
         let record_path = format!("{d}/RECORD");
@@ -290,7 +369,12 @@ fn read_dist_info(
             let record = wheel::parse_record(text, &record_path, findings);
             wheel::verify_record(&record, digests, &record_path, is_wheel, findings);
         } else if is_wheel {
-            findings.push(finding("wheel/record-missing", d, format!("{d} has no RECORD"), "rebuild the wheel with a PEP 427 build backend"));
+            findings.push(finding(
+                "wheel/record-missing",
+                d,
+                format!("{d} has no RECORD"),
+                "rebuild the wheel with a PEP 427 build backend",
+            ));
         }
         if let Some(text) = texts.get(&format!("{d}/WHEEL")) {
             for (k, v) in wheel::parse_headers(&String::from_utf8_lossy(text)) {
@@ -301,18 +385,30 @@ fn read_dist_info(
         }
         if let Some(text) = texts.get(&format!("{d}/METADATA")) {
             let headers = wheel::parse_headers(&String::from_utf8_lossy(text));
-            meta.requires_dist.extend(wheel::parse_requires_dist(&headers, &format!("{d}/METADATA"), findings));
+            meta.requires_dist.extend(wheel::parse_requires_dist(
+                &headers,
+                &format!("{d}/METADATA"),
+                findings,
+            ));
         }
     }
     if is_wheel && dist_infos.is_empty() {
-        findings.push(finding("wheel/no-dist-info", "", "no .dist-info/ with RECORD, WHEEL or METADATA".into(), "build the wheel with maturin or pip wheel"));
+        findings.push(finding(
+            "wheel/no-dist-info",
+            "",
+            "no .dist-info/ with RECORD, WHEEL or METADATA".into(),
+            "build the wheel with maturin or pip wheel",
+        ));
     }
     if let Some(f) = &meta.filename {
         if !meta.tags.is_empty() && f.tags.iter().any(|t| !meta.tags.contains(t)) {
             findings.push(finding(
                 "tags/filename-mismatch",
                 "",
-                format!("file name tags {:?} differ from WHEEL tags {:?}", f.tags, meta.tags),
+                format!(
+                    "file name tags {:?} differ from WHEEL tags {:?}",
+                    f.tags, meta.tags
+                ),
                 "rename the file to match the WHEEL Tag lines (or fix WHEEL)",
             ));
         }
@@ -326,7 +422,9 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).map_err(|e| AuditError::io(&dir, e))? {
             let entry = entry.map_err(|e| AuditError::io(&dir, e))?;
-            let ft = entry.file_type().map_err(|e| AuditError::io(&entry.path(), e))?;
+            let ft = entry
+                .file_type()
+                .map_err(|e| AuditError::io(&entry.path(), e))?;
             if ft.is_dir() {
                 stack.push(entry.path());
             } else if ft.is_file() {
@@ -334,19 +432,43 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             }
         }
     }
-    let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).to_string_lossy().replace('\\', "/");
-    let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    let rel = |p: &Path| {
+        p.strip_prefix(root)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .replace('\\', "/")
+    };
+    let total: u64 = paths
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
     progress.begin(total, "reading directory");
     // (relative path, ELF facts, dist-info text, digest) per file
-    type FileResult = (String, Option<Binary>, Option<Vec<u8>>, Option<MemberDigest>);
+    type FileResult = (
+        String,
+        Option<Binary>,
+        Option<Vec<u8>>,
+        Option<MemberDigest>,
+    );
     let results: Vec<FileResult> = paths
         .par_iter()
         .map(|p| {
             let name = rel(p);
-            let Ok(map) = map_file(p) else { return (name, None, None, None) };
+            let Ok(map) = map_file(p) else {
+                return (name, None, None, None);
+            };
             progress.advance(map.len() as u64);
-            let dist = is_dist_info_file(&name) || name.split('/').rev().nth(1).is_some_and(|d| d.ends_with(".dist-info"));
-            let digest = Some(MemberDigest { hash: wheel::record_hash(&Sha256::digest(&map[..])), size: map.len() as u64 });
+            let dist = is_dist_info_file(&name)
+                || name
+                    .split('/')
+                    .rev()
+                    .nth(1)
+                    .is_some_and(|d| d.ends_with(".dist-info"));
+            let digest = Some(MemberDigest {
+                hash: wheel::record_hash(&Sha256::digest(&map[..])),
+                size: map.len() as u64,
+            });
             if elf::is_elf(&map) {
                 (name.clone(), Some(analyse(&name, &map, opts)), None, digest)
             } else if dist {
@@ -374,8 +496,22 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
     }
     let mut findings = Vec::new();
     // dist-info at the top level: an unpacked wheel or a site-packages tree.
-    let top: BTreeMap<String, Vec<u8>> = texts.into_iter().filter(|(k, _)| is_dist_info_file(k)).collect();
-    let wheel = if top.is_empty() { None } else { Some(read_dist_info(&top, &digests, false, None, &mut findings)) };
+    let top: BTreeMap<String, Vec<u8>> = texts
+        .into_iter()
+        .filter(|(k, _)| is_dist_info_file(k))
+        .collect();
+    let wheel = if top.is_empty() {
+        None
+    } else {
+        Some(read_dist_info(&top, &digests, false, None, &mut findings))
+    };
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Artifact { kind: InputKind::Directory, root: root.to_path_buf(), files, binaries, wheel, findings })
+    Ok(Artifact {
+        kind: InputKind::Directory,
+        root: root.to_path_buf(),
+        files,
+        binaries,
+        wheel,
+        findings,
+    })
 }

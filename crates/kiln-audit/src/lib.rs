@@ -60,7 +60,11 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options { list_kernels: true, max_member_size: 4 << 30, max_total_size: 32 << 30 }
+        Options {
+            list_kernels: true,
+            max_member_size: 4 << 30,
+            max_total_size: 32 << 30,
+        }
     }
 }
 
@@ -114,7 +118,12 @@ impl Report {
 }
 
 /// Reads `path` and evaluates `policy`.
-pub fn audit(path: &Path, policy: &Policy, opts: &Options, progress: &dyn Progress) -> Result<Report, AuditError> {
+pub fn audit(
+    path: &Path,
+    policy: &Policy,
+    opts: &Options,
+    progress: &dyn Progress,
+) -> Result<Report, AuditError> {
     let artifact = input::read(path, opts, progress)?;
     Ok(evaluate(path, artifact, policy))
 }
@@ -124,9 +133,17 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
     let (rule_findings, linkage) = rules::evaluate(&artifact, policy);
     let mut findings = artifact.findings.clone();
     findings.extend(rule_findings);
-    findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.rule.cmp(b.rule)).then(a.file.cmp(&b.file)));
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.rule.cmp(b.rule))
+            .then(a.file.cmp(&b.file))
+    });
     findings.dedup();
-    let mut counts = Counts { binaries: artifact.binaries.len(), ..Default::default() };
+    let mut counts = Counts {
+        binaries: artifact.binaries.len(),
+        ..Default::default()
+    };
     for f in &findings {
         match f.severity {
             Severity::Error => counts.errors += 1,
@@ -141,7 +158,8 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
             counts.fatbin_containers += d.containers;
             counts.cubins += d.entries.iter().filter(|e| e.kind == "cubin").count();
             counts.ptx += d.entries.iter().filter(|e| e.kind == "ptx").count();
-            let kernels: std::collections::BTreeSet<&String> = d.entries.iter().flat_map(|e| &e.kernels).collect();
+            let kernels: std::collections::BTreeSet<&String> =
+                d.entries.iter().flat_map(|e| &e.kernels).collect();
             counts.kernels += kernels.len();
         }
         coverage.extend(coverage::of(b));

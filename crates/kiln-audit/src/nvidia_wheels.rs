@@ -14,35 +14,156 @@ pub struct WheelLayout {
 const CU13: &str = "nvidia/cu13/lib";
 
 pub const LAYOUTS: &[WheelLayout] = &[
-    WheelLayout { wheels: &["nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13"], lib_dir: CU13, sonames: &["libcudart.so.13"] },
-    WheelLayout { wheels: &["nvidia-cublas", "nvidia-cublas-cu13"], lib_dir: CU13, sonames: &["libcublas.so.13", "libcublasLt.so.13"] },
-    WheelLayout { wheels: &["nvidia-cufft", "nvidia-cufft-cu13"], lib_dir: CU13, sonames: &["libcufft.so.12", "libcufftw.so.12"] },
-    WheelLayout { wheels: &["nvidia-curand", "nvidia-curand-cu13"], lib_dir: CU13, sonames: &["libcurand.so.10"] },
-    WheelLayout { wheels: &["nvidia-cusolver", "nvidia-cusolver-cu13"], lib_dir: CU13, sonames: &["libcusolver.so.12", "libcusolverMg.so.12"] },
-    WheelLayout { wheels: &["nvidia-cusparse", "nvidia-cusparse-cu13"], lib_dir: CU13, sonames: &["libcusparse.so.12"] },
-    WheelLayout { wheels: &["nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu13"], lib_dir: CU13, sonames: &["libnvrtc.so.13", "libnvrtc-builtins.so.13.0"] },
-    WheelLayout { wheels: &["nvidia-nvjitlink", "nvidia-nvjitlink-cu13"], lib_dir: CU13, sonames: &["libnvJitLink.so.13"] },
-    WheelLayout { wheels: &["nvidia-cuda-cupti", "nvidia-cuda-cupti-cu13"], lib_dir: CU13, sonames: &["libcupti.so.13"] },
-    WheelLayout { wheels: &["nvidia-cufile", "nvidia-cufile-cu13"], lib_dir: CU13, sonames: &["libcufile.so.0"] },
-    WheelLayout { wheels: &["nvidia-nvjpeg", "nvidia-nvjpeg-cu13"], lib_dir: CU13, sonames: &["libnvjpeg.so.13"] },
-    WheelLayout { wheels: &["nvidia-nvvm"], lib_dir: "nvidia/cu13/nvvm/lib64", sonames: &["libnvvm.so.4"] },
-    WheelLayout { wheels: &["nvidia-cudnn-cu13"], lib_dir: "nvidia/cudnn/lib", sonames: &["libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9", "libcudnn_heuristic.so.9"] },
-    WheelLayout { wheels: &["nvidia-nccl-cu13"], lib_dir: "nvidia/nccl/lib", sonames: &["libnccl.so.2"] },
-    WheelLayout { wheels: &["nvidia-nvshmem-cu13"], lib_dir: "nvidia/nvshmem/lib", sonames: &["libnvshmem_host.so.3"] },
-    WheelLayout { wheels: &["nvidia-cusparselt-cu13"], lib_dir: "nvidia/cusparselt/lib", sonames: &["libcusparseLt.so.0"] },
-    WheelLayout { wheels: &["nvidia-cutensor-cu13", "cutensor-cu13"], lib_dir: "cutensor/lib", sonames: &["libcutensor.so.2", "libcutensorMg.so.2"] },
+    WheelLayout {
+        wheels: &["nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13"],
+        lib_dir: CU13,
+        sonames: &["libcudart.so.13"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cublas", "nvidia-cublas-cu13"],
+        lib_dir: CU13,
+        sonames: &["libcublas.so.13", "libcublasLt.so.13"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cufft", "nvidia-cufft-cu13"],
+        lib_dir: CU13,
+        sonames: &["libcufft.so.12", "libcufftw.so.12"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-curand", "nvidia-curand-cu13"],
+        lib_dir: CU13,
+        sonames: &["libcurand.so.10"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cusolver", "nvidia-cusolver-cu13"],
+        lib_dir: CU13,
+        sonames: &["libcusolver.so.12", "libcusolverMg.so.12"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cusparse", "nvidia-cusparse-cu13"],
+        lib_dir: CU13,
+        sonames: &["libcusparse.so.12"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu13"],
+        lib_dir: CU13,
+        sonames: &["libnvrtc.so.13", "libnvrtc-builtins.so.13.0"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-nvjitlink", "nvidia-nvjitlink-cu13"],
+        lib_dir: CU13,
+        sonames: &["libnvJitLink.so.13"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cuda-cupti", "nvidia-cuda-cupti-cu13"],
+        lib_dir: CU13,
+        sonames: &["libcupti.so.13"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cufile", "nvidia-cufile-cu13"],
+        lib_dir: CU13,
+        sonames: &["libcufile.so.0"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-nvjpeg", "nvidia-nvjpeg-cu13"],
+        lib_dir: CU13,
+        sonames: &["libnvjpeg.so.13"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-nvvm"],
+        lib_dir: "nvidia/cu13/nvvm/lib64",
+        sonames: &["libnvvm.so.4"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cudnn-cu13"],
+        lib_dir: "nvidia/cudnn/lib",
+        sonames: &[
+            "libcudnn.so.9",
+            "libcudnn_graph.so.9",
+            "libcudnn_ops.so.9",
+            "libcudnn_cnn.so.9",
+            "libcudnn_adv.so.9",
+            "libcudnn_engines_precompiled.so.9",
+            "libcudnn_engines_runtime_compiled.so.9",
+            "libcudnn_heuristic.so.9",
+        ],
+    },
+    WheelLayout {
+        wheels: &["nvidia-nccl-cu13"],
+        lib_dir: "nvidia/nccl/lib",
+        sonames: &["libnccl.so.2"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-nvshmem-cu13"],
+        lib_dir: "nvidia/nvshmem/lib",
+        sonames: &["libnvshmem_host.so.3"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cusparselt-cu13"],
+        lib_dir: "nvidia/cusparselt/lib",
+        sonames: &["libcusparseLt.so.0"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cutensor-cu13", "cutensor-cu13"],
+        lib_dir: "cutensor/lib",
+        sonames: &["libcutensor.so.2", "libcutensorMg.so.2"],
+    },
     // CUDA 12 wheels (one directory per library).
-    WheelLayout { wheels: &["nvidia-cuda-runtime-cu12"], lib_dir: "nvidia/cuda_runtime/lib", sonames: &["libcudart.so.12"] },
-    WheelLayout { wheels: &["nvidia-cublas-cu12"], lib_dir: "nvidia/cublas/lib", sonames: &["libcublas.so.12", "libcublasLt.so.12"] },
-    WheelLayout { wheels: &["nvidia-cufft-cu12"], lib_dir: "nvidia/cufft/lib", sonames: &["libcufft.so.11", "libcufftw.so.11"] },
-    WheelLayout { wheels: &["nvidia-curand-cu12"], lib_dir: "nvidia/curand/lib", sonames: &["libcurand.so.10"] },
-    WheelLayout { wheels: &["nvidia-cusolver-cu12"], lib_dir: "nvidia/cusolver/lib", sonames: &["libcusolver.so.11"] },
-    WheelLayout { wheels: &["nvidia-cusparse-cu12"], lib_dir: "nvidia/cusparse/lib", sonames: &["libcusparse.so.12"] },
-    WheelLayout { wheels: &["nvidia-cuda-nvrtc-cu12"], lib_dir: "nvidia/cuda_nvrtc/lib", sonames: &["libnvrtc.so.12"] },
-    WheelLayout { wheels: &["nvidia-nvjitlink-cu12"], lib_dir: "nvidia/nvjitlink/lib", sonames: &["libnvJitLink.so.12"] },
-    WheelLayout { wheels: &["nvidia-cuda-cupti-cu12"], lib_dir: "nvidia/cuda_cupti/lib", sonames: &["libcupti.so.12"] },
-    WheelLayout { wheels: &["nvidia-cudnn-cu12"], lib_dir: "nvidia/cudnn/lib", sonames: &["libcudnn.so.9"] },
-    WheelLayout { wheels: &["nvidia-nccl-cu12"], lib_dir: "nvidia/nccl/lib", sonames: &["libnccl.so.2"] },
+    WheelLayout {
+        wheels: &["nvidia-cuda-runtime-cu12"],
+        lib_dir: "nvidia/cuda_runtime/lib",
+        sonames: &["libcudart.so.12"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cublas-cu12"],
+        lib_dir: "nvidia/cublas/lib",
+        sonames: &["libcublas.so.12", "libcublasLt.so.12"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cufft-cu12"],
+        lib_dir: "nvidia/cufft/lib",
+        sonames: &["libcufft.so.11", "libcufftw.so.11"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-curand-cu12"],
+        lib_dir: "nvidia/curand/lib",
+        sonames: &["libcurand.so.10"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cusolver-cu12"],
+        lib_dir: "nvidia/cusolver/lib",
+        sonames: &["libcusolver.so.11"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cusparse-cu12"],
+        lib_dir: "nvidia/cusparse/lib",
+        sonames: &["libcusparse.so.12"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cuda-nvrtc-cu12"],
+        lib_dir: "nvidia/cuda_nvrtc/lib",
+        sonames: &["libnvrtc.so.12"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-nvjitlink-cu12"],
+        lib_dir: "nvidia/nvjitlink/lib",
+        sonames: &["libnvJitLink.so.12"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cuda-cupti-cu12"],
+        lib_dir: "nvidia/cuda_cupti/lib",
+        sonames: &["libcupti.so.12"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-cudnn-cu12"],
+        lib_dir: "nvidia/cudnn/lib",
+        sonames: &["libcudnn.so.9"],
+    },
+    WheelLayout {
+        wheels: &["nvidia-nccl-cu12"],
+        lib_dir: "nvidia/nccl/lib",
+        sonames: &["libnccl.so.2"],
+    },
 ];
 
 /// Layouts whose wheels ship `soname`.

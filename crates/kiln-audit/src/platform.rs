@@ -53,7 +53,11 @@ pub fn is_driver_lib(soname: &str) -> bool {
 /// The unversioned development name of a driver library (`libcuda.so`), which exists only
 /// as a link-time stub in the toolkit; at run time only `libcuda.so.1` is there.
 pub fn driver_stub_for(soname: &str) -> Option<&'static str> {
-    DRIVER_LIBS.iter().copied().find(|d| d.rsplit_once(".so").is_some_and(|(base, _)| format!("{base}.so") == soname) && *d != soname)
+    DRIVER_LIBS.iter().copied().find(|d| {
+        d.rsplit_once(".so")
+            .is_some_and(|(base, _)| format!("{base}.so") == soname)
+            && *d != soname
+    })
 }
 
 /// A member path looks like a bundled driver library (any `libcuda.so*`, `libnvidia-ml.so*` …).
@@ -110,7 +114,10 @@ mod tests {
         assert_eq!(driver_stub_for("libcuda.so"), Some("libcuda.so.1"));
         assert_eq!(driver_stub_for("libcuda.so.1"), None);
         assert_eq!(bundled_driver_lib("libcuda.so.1"), Some("libcuda.so.1"));
-        assert_eq!(bundled_driver_lib("libcuda.so.580.95"), Some("libcuda.so.1"));
+        assert_eq!(
+            bundled_driver_lib("libcuda.so.580.95"),
+            Some("libcuda.so.1")
+        );
         assert_eq!(bundled_driver_lib("libcudart.so.13"), None);
     }
 }

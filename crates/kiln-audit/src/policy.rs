@@ -37,11 +37,16 @@ impl Policy {
 
     /// PTX ISA ceiling of `min_driver` (None: no driver policy, or a driver older than the table).
     pub fn max_ptx_isa(&self) -> Option<(u32, u32)> {
-        self.min_driver.and_then(kiln_pins::max_ptx_isa_for_driver).map(|row| row.ptx_isa)
+        self.min_driver
+            .and_then(kiln_pins::max_ptx_isa_for_driver)
+            .map(|row| row.ptx_isa)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.expect_sass.is_none() && self.expect_ptx.is_none() && self.min_driver.is_none() && self.platform.is_none()
+        self.expect_sass.is_none()
+            && self.expect_ptx.is_none()
+            && self.min_driver.is_none()
+            && self.platform.is_none()
     }
 }
 
@@ -49,7 +54,9 @@ impl Policy {
 pub fn parse_arch_list(text: &str) -> Result<Vec<Arch>, String> {
     let mut out = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let arch = Arch::parse_any(item).ok_or_else(|| format!("{item:?} is not an arch (expected e.g. 80, 90a, 100f, sm_120)"))?;
+        let arch = Arch::parse_any(item).ok_or_else(|| {
+            format!("{item:?} is not an arch (expected e.g. 80, 90a, 100f, sm_120)")
+        })?;
         if !out.contains(&arch) {
             out.push(arch);
         }

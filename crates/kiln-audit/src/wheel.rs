@@ -27,7 +27,10 @@ pub fn unsafe_path(name: &str) -> Option<&'static str> {
 
 /// `sha256=<urlsafe base64, no padding>` as RECORD writes it.
 pub fn record_hash(digest: &[u8]) -> String {
-    format!("sha256={}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest))
+    format!(
+        "sha256={}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest)
+    )
 }
 
 #[derive(Debug, Clone)]
@@ -37,14 +40,30 @@ pub struct RecordRow {
 }
 
 /// Parses RECORD (CSV: path,hash,size). Rows that cannot be read become findings.
-pub fn parse_record(text: &[u8], record_path: &str, findings: &mut Vec<Finding>) -> BTreeMap<String, RecordRow> {
+pub fn parse_record(
+    text: &[u8],
+    record_path: &str,
+    findings: &mut Vec<Finding>,
+) -> BTreeMap<String, RecordRow> {
     let mut rows = BTreeMap::new();
-    let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(text);
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(text);
     for (i, row) in reader.records().enumerate() {
         match row {
             Ok(r) if !r.is_empty() && !r[0].is_empty() => {
-                let size = r.get(2).filter(|s| !s.is_empty()).and_then(|s| s.parse().ok());
-                rows.insert(r[0].to_string(), RecordRow { hash: r.get(1).unwrap_or("").to_string(), size });
+                let size = r
+                    .get(2)
+                    .filter(|s| !s.is_empty())
+                    .and_then(|s| s.parse().ok());
+                rows.insert(
+                    r[0].to_string(),
+                    RecordRow {
+                        hash: r.get(1).unwrap_or("").to_string(),
+                        size,
+                    },
+                );
             }
             Ok(_) => {}
             Err(e) => findings.push(finding(
@@ -75,7 +94,9 @@ pub fn verify_record(
 ) {
     let fix = "rebuild the wheel (or rewrite RECORD with the real sha256 and size of every member)";
     for (name, got) in members {
-        let exempt = name == record_path || name.ends_with(".dist-info/RECORD.jws") || name.ends_with(".dist-info/RECORD.p7s");
+        let exempt = name == record_path
+            || name.ends_with(".dist-info/RECORD.jws")
+            || name.ends_with(".dist-info/RECORD.p7s");
         if exempt {
             continue;
         }
@@ -90,27 +111,42 @@ pub fn verify_record(
             Some(row) => {
                 if row.hash.is_empty() {
                     if require_listed {
-                        findings.push(finding("wheel/record-mismatch", name, format!("{record_path} has no hash for {name}"), fix));
+                        findings.push(finding(
+                            "wheel/record-mismatch",
+                            name,
+                            format!("{record_path} has no hash for {name}"),
+                            fix,
+                        ));
                     }
                 } else if !row.hash.starts_with("sha256=") {
                     findings.push(finding(
                         "wheel/record-mismatch",
                         name,
-                        format!("{record_path} uses {} for {name}; only sha256 is verified", row.hash.split('=').next().unwrap_or("")),
+                        format!(
+                            "{record_path} uses {} for {name}; only sha256 is verified",
+                            row.hash.split('=').next().unwrap_or("")
+                        ),
                         "use sha256 in RECORD",
                     ));
                 } else if row.hash != got.hash {
                     findings.push(finding(
                         "wheel/record-mismatch",
                         name,
-                        format!("sha256 mismatch: RECORD says {}, content is {}", row.hash, got.hash),
+                        format!(
+                            "sha256 mismatch: RECORD says {}, content is {}",
+                            row.hash, got.hash
+                        ),
                         fix,
                     ));
                 } else if row.size.is_some_and(|s| s != got.size) {
                     findings.push(finding(
                         "wheel/record-mismatch",
                         name,
-                        format!("size mismatch: RECORD says {}, content is {} bytes", row.size.unwrap_or(0), got.size),
+                        format!(
+                            "size mismatch: RECORD says {}, content is {} bytes",
+                            row.size.unwrap_or(0),
+                            got.size
+                        ),
                         fix,
                     ));
                 }
@@ -169,7 +205,9 @@ impl Requirement {
     /// Does the version specifier admit `version`? (true when there is no specifier)
     pub fn admits(&self, version: &str) -> bool {
         let Some(req) = &self.parsed else { return true };
-        let Ok(v) = pep508_rs::pep440_rs::Version::from_str(version) else { return false };
+        let Ok(v) = pep508_rs::pep440_rs::Version::from_str(version) else {
+            return false;
+        };
         match &req.version_or_url {
             Some(pep508_rs::VersionOrUrl::VersionSpecifier(specs)) => specs.contains(&v),
             _ => true,
@@ -195,7 +233,11 @@ pub fn normalize_name(name: &str) -> String {
     out
 }
 
-pub fn parse_requires_dist(headers: &[(String, String)], file: &str, findings: &mut Vec<Finding>) -> Vec<Requirement> {
+pub fn parse_requires_dist(
+    headers: &[(String, String)],
+    file: &str,
+    findings: &mut Vec<Finding>,
+) -> Vec<Requirement> {
     let mut reqs = Vec::new();
     for (k, v) in headers {
         if !k.eq_ignore_ascii_case("Requires-Dist") {
@@ -219,9 +261,17 @@ pub fn parse_requires_dist(headers: &[(String, String)], file: &str, findings: &
                     "write the requirement as PEP 508 (name, specifier, marker)",
                 ));
                 // Keep the name if one can be read, so linkage still sees the declaration.
-                let name: String = v.chars().take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c)).collect();
+                let name: String = v
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
+                    .collect();
                 if !name.is_empty() {
-                    reqs.push(Requirement { name: normalize_name(&name), raw: v.clone(), parsed: None, marker: None });
+                    reqs.push(Requirement {
+                        name: normalize_name(&name),
+                        raw: v.clone(),
+                        parsed: None,
+                        marker: None,
+                    });
                 }
             }
         }
@@ -248,7 +298,12 @@ pub fn parse_filename(file_name: &str) -> Option<FilenameTags> {
     Some(FilenameTags {
         name: parts[0].to_string(),
         version: parts[1].to_string(),
-        tags: expand_tag(&format!("{}-{}-{}", parts[n - 3], parts[n - 2], parts[n - 1])),
+        tags: expand_tag(&format!(
+            "{}-{}-{}",
+            parts[n - 3],
+            parts[n - 2],
+            parts[n - 1]
+        )),
     })
 }
 
@@ -298,8 +353,16 @@ mod tests {
 
     #[test]
     fn filename_tags_expand() {
-        let t = parse_filename("kiln-0.1.0-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl").unwrap();
-        assert_eq!(t.tags, ["cp39-abi3-manylinux_2_17_x86_64", "cp39-abi3-manylinux2014_x86_64"]);
+        let t =
+            parse_filename("kiln-0.1.0-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
+                .unwrap();
+        assert_eq!(
+            t.tags,
+            [
+                "cp39-abi3-manylinux_2_17_x86_64",
+                "cp39-abi3-manylinux2014_x86_64"
+            ]
+        );
         assert!(parse_filename("x.whl").is_none());
     }
 }

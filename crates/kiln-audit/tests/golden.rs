@@ -12,12 +12,18 @@ use std::process::Command;
 use kiln_audit::{NoProgress, Options, Policy};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
 }
 
 /// nvcc from CUDA_HOME (set by `cargo xtask test` / `.toolchain/env`); a clear failure otherwise.
 fn nvcc() -> PathBuf {
-    let home = std::env::var_os("CUDA_HOME").map(PathBuf::from).unwrap_or_else(|| repo().join(".toolchain/cuda/nvidia/cu13"));
+    let home = std::env::var_os("CUDA_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".toolchain/cuda/nvidia/cu13"));
     let nvcc = home.join("bin/nvcc");
     assert!(nvcc.exists(), "nvcc not found at {}: run the tests with `cargo xtask test` (it bootstraps the pinned CUDA and sets CUDA_HOME)", nvcc.display());
     nvcc
@@ -25,13 +31,21 @@ fn nvcc() -> PathBuf {
 
 fn cuobjdump() -> PathBuf {
     let p = repo().join(".toolchain/cuda-tools/nvidia/cu13/bin/cuobjdump");
-    assert!(p.exists(), "cuobjdump not found at {}: run `cargo xtask bootstrap`", p.display());
+    assert!(
+        p.exists(),
+        "cuobjdump not found at {}: run `cargo xtask bootstrap`",
+        p.display()
+    );
     p
 }
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -43,7 +57,12 @@ template __global__ void g_scale<double>(double *, double, int);
 "#;
 
 /// SASS for 8.0, 9.0a, 10.0f, 12.0 and PTX for 12.0: plain, `a` and `f` variants together.
-const GENCODES: &[&str] = &["arch=compute_80,code=sm_80", "arch=compute_90a,code=sm_90a", "arch=compute_100f,code=sm_100f", "arch=compute_120,code=[sm_120,compute_120]"];
+const GENCODES: &[&str] = &[
+    "arch=compute_80,code=sm_80",
+    "arch=compute_90a,code=sm_90a",
+    "arch=compute_100f,code=sm_100f",
+    "arch=compute_120,code=[sm_120,compute_120]",
+];
 
 fn compile(dir: &Path, out: &str, extra: &[&str]) -> PathBuf {
     let src = dir.join("fixture.cu");
@@ -60,11 +79,19 @@ fn compile(dir: &Path, out: &str, extra: &[&str]) -> PathBuf {
 
 /// (kind, target) per entry as cuobjdump --list-elf --list-ptx names them.
 fn cuobjdump_list(path: &Path) -> Vec<(String, String)> {
-    let text = run(Command::new(cuobjdump()).args(["--list-elf", "--list-ptx"]).arg(path));
+    let text = run(Command::new(cuobjdump())
+        .args(["--list-elf", "--list-ptx"])
+        .arg(path));
     let mut out: Vec<(String, String)> = text
         .lines()
         .filter_map(|l| {
-            let kind = if l.starts_with("ELF file") { "cubin" } else if l.starts_with("PTX file") { "ptx" } else { return None };
+            let kind = if l.starts_with("ELF file") {
+                "cubin"
+            } else if l.starts_with("PTX file") {
+                "ptx"
+            } else {
+                return None;
+            };
             // "ELF file    1: name.1.sm_90a.cubin" -> "sm_90a"
             let arch = l.rsplit('.').nth(1)?.to_string();
             Some((kind.to_string(), arch))
@@ -76,7 +103,9 @@ fn cuobjdump_list(path: &Path) -> Vec<(String, String)> {
 
 /// arch (with suffix) -> kernel names, from cuobjdump --dump-resource-usage.
 fn cuobjdump_kernels(path: &Path) -> BTreeMap<String, Vec<String>> {
-    let text = run(Command::new(cuobjdump()).arg("--dump-resource-usage").arg(path));
+    let text = run(Command::new(cuobjdump())
+        .arg("--dump-resource-usage")
+        .arg(path));
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut arch = String::new();
     for line in text.lines() {
@@ -84,7 +113,9 @@ fn cuobjdump_kernels(path: &Path) -> BTreeMap<String, Vec<String>> {
             arch = a.trim().to_string();
             out.entry(arch.clone()).or_default();
         } else if let Some(f) = line.trim().strip_prefix("Function ") {
-            out.entry(arch.clone()).or_default().push(f.trim_end_matches(':').to_string());
+            out.entry(arch.clone())
+                .or_default()
+                .push(f.trim_end_matches(':').to_string());
         }
     }
     for v in out.values_mut() {
@@ -100,21 +131,40 @@ fn audit(path: &Path) -> kiln_audit::Report {
 /// Checks a report's device code against cuobjdump's listing of the same file.
 fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)>) {
     let report = audit(path);
-    let entries: Vec<&kiln_audit::device::EntryFacts> =
-        report.binaries.iter().filter_map(|b| b.device.as_ref()).flat_map(|d| &d.entries).collect();
-    assert!(!entries.is_empty(), "no device code found in {}", path.display());
+    let entries: Vec<&kiln_audit::device::EntryFacts> = report
+        .binaries
+        .iter()
+        .filter_map(|b| b.device.as_ref())
+        .flat_map(|d| &d.entries)
+        .collect();
+    assert!(
+        !entries.is_empty(),
+        "no device code found in {}",
+        path.display()
+    );
     for e in &entries {
         assert!(e.error.is_none(), "{}: {:?}", e.target, e.error);
         if let Some((cubin, ptx)) = expect_compression {
             let want = if e.kind == "cubin" { cubin } else { ptx };
-            assert_eq!(e.compression, want, "{} {} compression in {}", e.kind, e.target, path.display());
+            assert_eq!(
+                e.compression,
+                want,
+                "{} {} compression in {}",
+                e.kind,
+                e.target,
+                path.display()
+            );
         }
     }
     // Entry list: identical to cuobjdump's, after applying cuobjdump's known `f` suffix loss.
     let mut ours: Vec<(String, String)> = entries
         .iter()
         .map(|e| {
-            let name = if e.kind == "ptx" { format!("sm_{}{}", e.sm, e.variant) } else { e.target.clone() };
+            let name = if e.kind == "ptx" {
+                format!("sm_{}{}", e.sm, e.variant)
+            } else {
+                e.target.clone()
+            };
             let cuobjdump_spelling = name.strip_suffix('f').map(String::from).unwrap_or(name);
             (e.kind.to_string(), cuobjdump_spelling)
         })
@@ -123,7 +173,10 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     assert_eq!(ours, cuobjdump_list(path), "entries of {}", path.display());
     // The `f` variant is reported exactly (cuobjdump --list-elf drops it).
     let targets: Vec<&str> = entries.iter().map(|e| e.target.as_str()).collect();
-    if path.file_name().is_some_and(|n| n.to_string_lossy().contains("fixture")) {
+    if path
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("fixture"))
+    {
         for t in ["sm_80", "sm_90a", "sm_100f", "sm_120", "compute_120"] {
             assert!(targets.contains(&t), "{t} missing from {targets:?}");
         }
@@ -131,7 +184,9 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     // Kernels per cubin: identical to cuobjdump's resource-usage listing (which keeps suffixes).
     let mut ours: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for e in entries.iter().filter(|e| e.kind == "cubin") {
-        ours.entry(e.target.clone()).or_default().extend(e.kernels.iter().cloned());
+        ours.entry(e.target.clone())
+            .or_default()
+            .extend(e.kernels.iter().cloned());
     }
     for v in ours.values_mut() {
         v.sort();
@@ -146,9 +201,18 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     assert_eq!(ours, theirs, "kernels of {}", path.display());
     // PTX: ISA of the pinned nvcc, and the PTX's own kernels.
     for e in entries.iter().filter(|e| e.kind == "ptx") {
-        assert_eq!(e.ptx_isa.as_deref(), Some("9.0"), "nvcc 13.0 writes PTX ISA 9.0");
+        assert_eq!(
+            e.ptx_isa.as_deref(),
+            Some("9.0"),
+            "nvcc 13.0 writes PTX ISA 9.0"
+        );
         let cubin = format!("sm_{}{}", e.sm, e.variant);
-        assert_eq!(Some(&e.kernels), ours.get(&cubin), "PTX {} kernels vs the {cubin} cubin's", e.target);
+        assert_eq!(
+            Some(&e.kernels),
+            ours.get(&cubin),
+            "PTX {} kernels vs the {cubin} cubin's",
+            e.target
+        );
     }
 }
 
@@ -161,7 +225,11 @@ fn fatbin_files_in_every_compression_mode_match_cuobjdump() {
         ("balance", &["--compress-mode=balance"], ("none", "zstd")),
         ("speed", &["--compress-mode=speed"], ("none", "lz4")),
         ("size", &["--compress-mode=size"], ("zstd", "zstd")),
-        ("speed-all", &["--compress-mode=speed", "-Xfatbin=-compress-all"], ("lz4", "lz4")),
+        (
+            "speed-all",
+            &["--compress-mode=speed", "-Xfatbin=-compress-all"],
+            ("lz4", "lz4"),
+        ),
     ];
     for (name, flags, compression) in modes {
         let mut args = vec!["-fatbin"];
@@ -174,12 +242,29 @@ fn fatbin_files_in_every_compression_mode_match_cuobjdump() {
 #[test]
 fn shared_library_matches_cuobjdump() {
     let dir = tempfile::tempdir().unwrap();
-    let lib = format!("-L{}", nvcc().parent().unwrap().parent().unwrap().join("lib").display());
-    let so = compile(dir.path(), "libfixture.so", &["-shared", "-Xcompiler", "-fPIC", &lib]);
+    let lib = format!(
+        "-L{}",
+        nvcc()
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("lib")
+            .display()
+    );
+    let so = compile(
+        dir.path(),
+        "libfixture.so",
+        &["-shared", "-Xcompiler", "-fPIC", &lib],
+    );
     assert_matches_cuobjdump(&so, None);
     let report = audit(&so);
     let elf = report.binaries[0].elf.as_ref().unwrap();
-    assert!(elf.needed.iter().any(|n| n == "libc.so.6"), "{:?}", elf.needed);
+    assert!(
+        elf.needed.iter().any(|n| n == "libc.so.6"),
+        "{:?}",
+        elf.needed
+    );
 }
 
 #[test]
@@ -190,17 +275,38 @@ fn kiln_kernels_fatbin_in_a_linked_binary_matches_cuobjdump_and_the_manifest() {
     assert_matches_cuobjdump(&exe, None);
     // Every kernel of the manifest is present for every SASS target of the pinned matrix.
     let pins = kiln_pins::Pins::discover(&repo()).unwrap();
-    let report = kiln_audit::audit(&exe, &Policy::from_pins(&pins), &Options::default(), &NoProgress).unwrap();
-    assert!(report.findings.iter().all(|f| f.severity != kiln_audit::Severity::Error), "{:#?}", report.findings);
+    let report = kiln_audit::audit(
+        &exe,
+        &Policy::from_pins(&pins),
+        &Options::default(),
+        &NoProgress,
+    )
+    .unwrap();
+    assert!(
+        report
+            .findings
+            .iter()
+            .all(|f| f.severity != kiln_audit::Severity::Error),
+        "{:#?}",
+        report.findings
+    );
     let cov = &report.coverage[0];
-    assert_eq!(cov.rows.len(), 1, "every kernel has the same targets: {cov:?}");
+    assert_eq!(
+        cov.rows.len(),
+        1,
+        "every kernel has the same targets: {cov:?}"
+    );
     assert_eq!(cov.targets.len(), pins.matrix.targets().len());
 }
 
 #[test]
 fn truncated_fatbin_is_an_error_value_at_every_length() {
     let dir = tempfile::tempdir().unwrap();
-    let f = compile(dir.path(), "fixture-size.fatbin", &["-fatbin", "--compress-mode=size"]);
+    let f = compile(
+        dir.path(),
+        "fixture-size.fatbin",
+        &["-fatbin", "--compress-mode=size"],
+    );
     let bytes = std::fs::read(&f).unwrap();
     for cut in (1..bytes.len()).step_by(7) {
         let r = kiln_audit::device::read(&bytes[..cut], true);
@@ -208,6 +314,10 @@ fn truncated_fatbin_is_an_error_value_at_every_length() {
             Err(_) => true,
             Ok(d) => d.entries.iter().any(|e| e.error.is_some()),
         };
-        assert!(broken, "cut at {cut} of {} read as a clean fatbin", bytes.len());
+        assert!(
+            broken,
+            "cut at {cut} of {} read as a clean fatbin",
+            bytes.len()
+        );
     }
 }

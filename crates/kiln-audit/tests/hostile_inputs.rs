@@ -10,7 +10,12 @@ fn zip(members: &[(&str, &[u8])]) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
     let mut w = zip::ZipWriter::new(&mut out);
     for (name, data) in members {
-        w.start_file(*name, zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated)).unwrap();
+        w.start_file(
+            *name,
+            zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Deflated),
+        )
+        .unwrap();
         w.write_all(data).unwrap();
     }
     w.finish().unwrap();
@@ -19,7 +24,8 @@ fn zip(members: &[(&str, &[u8])]) -> Vec<u8> {
 
 fn read_wheel(bytes: &[u8], opts: &Options) -> Result<kiln_audit::Report, kiln_audit::AuditError> {
     let path = Path::new("x-1.0-py3-none-manylinux_2_17_x86_64.whl");
-    kiln_audit::input::read_wheel(path, bytes, opts, &NoProgress).map(|a| kiln_audit::evaluate(path, a, &Policy::default()))
+    kiln_audit::input::read_wheel(path, bytes, opts, &NoProgress)
+        .map(|a| kiln_audit::evaluate(path, a, &Policy::default()))
 }
 
 fn rules(r: &kiln_audit::Report) -> Vec<&str> {
@@ -29,17 +35,36 @@ fn rules(r: &kiln_audit::Report) -> Vec<&str> {
 #[test]
 fn member_over_the_size_limit_is_not_inflated() {
     let big = vec![0u8; 1 << 20]; // deflates to ~1 KiB
-    let bytes = zip(&[("x/big.bin", &big), ("x-1.0.dist-info/WHEEL", b"Tag: py3-none-any\n")]);
-    let opts = Options { max_member_size: 64 << 10, ..Options::default() };
+    let bytes = zip(&[
+        ("x/big.bin", &big),
+        ("x-1.0.dist-info/WHEEL", b"Tag: py3-none-any\n"),
+    ]);
+    let opts = Options {
+        max_member_size: 64 << 10,
+        ..Options::default()
+    };
     let r = read_wheel(&bytes, &opts).unwrap();
-    assert!(rules(&r).contains(&"wheel/member-too-large"), "{:?}", rules(&r));
+    assert!(
+        rules(&r).contains(&"wheel/member-too-large"),
+        "{:?}",
+        rules(&r)
+    );
 }
 
 #[test]
 fn unsafe_member_paths_are_findings_and_never_read() {
-    let bytes = zip(&[("../../etc/evil", b"x"), ("/abs/path", b"y"), ("x-1.0.dist-info/WHEEL", b"Tag: py3-none-any\n")]);
+    let bytes = zip(&[
+        ("../../etc/evil", b"x"),
+        ("/abs/path", b"y"),
+        ("x-1.0.dist-info/WHEEL", b"Tag: py3-none-any\n"),
+    ]);
     let r = read_wheel(&bytes, &Options::default()).unwrap();
-    let unsafe_paths: Vec<&str> = r.findings.iter().filter(|f| f.rule == "wheel/unsafe-path").map(|f| f.file.as_str()).collect();
+    let unsafe_paths: Vec<&str> = r
+        .findings
+        .iter()
+        .filter(|f| f.rule == "wheel/unsafe-path")
+        .map(|f| f.file.as_str())
+        .collect();
     assert_eq!(unsafe_paths.len(), 2, "{:?}", r.findings);
 }
 
@@ -47,13 +72,37 @@ fn unsafe_member_paths_are_findings_and_never_read() {
 fn record_mismatches_are_named() {
     let so = b"not an elf";
     let record = "x/a.txt,sha256=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA,10\nx-1.0.dist-info/RECORD,,\nx/gone.txt,sha256=abc,1\n";
-    let bytes = zip(&[("x/a.txt", so), ("x/unlisted.txt", b"u"), ("x-1.0.dist-info/WHEEL", b"Tag: py3-none-any\n"), ("x-1.0.dist-info/RECORD", record.as_bytes())]);
+    let bytes = zip(&[
+        ("x/a.txt", so),
+        ("x/unlisted.txt", b"u"),
+        ("x-1.0.dist-info/WHEEL", b"Tag: py3-none-any\n"),
+        ("x-1.0.dist-info/RECORD", record.as_bytes()),
+    ]);
     let r = read_wheel(&bytes, &Options::default()).unwrap();
-    let msgs: Vec<String> = r.findings.iter().map(|f| format!("{} {} {}", f.rule, f.file, f.message)).collect();
-    assert!(msgs.iter().any(|m| m.starts_with("wheel/record-mismatch x/a.txt sha256 mismatch")), "{msgs:#?}");
-    assert!(msgs.iter().any(|m| m.starts_with("wheel/record-missing x/unlisted.txt")), "{msgs:#?}");
-    assert!(msgs.iter().any(|m| m.contains("lists x/gone.txt")), "{msgs:#?}");
-    assert!(msgs.iter().any(|m| m.starts_with("wheel/record-missing x-1.0.dist-info/WHEEL")), "{msgs:#?}");
+    let msgs: Vec<String> = r
+        .findings
+        .iter()
+        .map(|f| format!("{} {} {}", f.rule, f.file, f.message))
+        .collect();
+    assert!(
+        msgs.iter()
+            .any(|m| m.starts_with("wheel/record-mismatch x/a.txt sha256 mismatch")),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs.iter()
+            .any(|m| m.starts_with("wheel/record-missing x/unlisted.txt")),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("lists x/gone.txt")),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs.iter()
+            .any(|m| m.starts_with("wheel/record-missing x-1.0.dist-info/WHEEL")),
+        "{msgs:#?}"
+    );
 }
 
 #[test]
@@ -70,7 +119,11 @@ fn elf_whose_sections_run_past_the_file_is_an_error() {
         exe[h + 32..h + 40].copy_from_slice(&u64::MAX.to_le_bytes());
     }
     let b = kiln_audit::input::analyse("x.so", &exe, &Options::default());
-    assert!(b.elf_error.is_some(), "sections past EOF read as {:?}", b.elf);
+    assert!(
+        b.elf_error.is_some(),
+        "sections past EOF read as {:?}",
+        b.elf
+    );
 }
 
 #[test]

@@ -8,7 +8,11 @@ use std::process::Command;
 use kiln_audit::{NoProgress, Options, Policy};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
 }
 
 fn rules(path: &Path, policy: &Policy) -> Vec<(String, String)> {
@@ -41,10 +45,27 @@ fn the_manifest_agrees_with_the_bytes() {
     assert!(!kiln_kernels::fatbin().is_empty() && !kiln_kernels::MANIFEST_JSON.is_empty());
     let pins = kiln_pins::Pins::discover(&repo()).unwrap();
     let exe = std::env::current_exe().unwrap();
-    let report = kiln_audit::audit(&exe, &Policy::from_pins(&pins), &Options::default(), &NoProgress).unwrap();
-    let manifest = report.binaries[0].elf.as_ref().and_then(|e| e.build_manifest.as_ref());
-    assert_eq!(manifest, Some(&kiln_kernels::manifest()), "the audit reads the embedded manifest");
-    assert_eq!(rules(&exe, &Policy::from_pins(&pins)), vec![], "no manifest findings on a genuine build");
+    let report = kiln_audit::audit(
+        &exe,
+        &Policy::from_pins(&pins),
+        &Options::default(),
+        &NoProgress,
+    )
+    .unwrap();
+    let manifest = report.binaries[0]
+        .elf
+        .as_ref()
+        .and_then(|e| e.build_manifest.as_ref());
+    assert_eq!(
+        manifest,
+        Some(&kiln_kernels::manifest()),
+        "the audit reads the embedded manifest"
+    );
+    assert_eq!(
+        rules(&exe, &Policy::from_pins(&pins)),
+        vec![],
+        "no manifest findings on a genuine build"
+    );
 }
 
 #[test]
@@ -57,7 +78,9 @@ fn a_manifest_claiming_an_extra_target_is_a_finding() {
     let tampered = with_manifest(dir.path(), &m.to_json());
     let found = rules(&tampered, &Policy::default());
     assert!(
-        found.iter().any(|(r, msg)| r == "manifest/target-missing" && msg.contains("sm_75")),
+        found
+            .iter()
+            .any(|(r, msg)| r == "manifest/target-missing" && msg.contains("sm_75")),
         "{found:?}"
     );
 }
@@ -69,7 +92,12 @@ fn a_manifest_claiming_a_kernel_the_cubin_lacks_is_a_finding() {
     m.targets[1].kernels.push("flash_attention_f16".into());
     let tampered = with_manifest(dir.path(), &m.to_json());
     let found = rules(&tampered, &Policy::default());
-    assert!(found.iter().any(|(r, msg)| r == "manifest/kernel-missing" && msg.contains("flash_attention_f16")), "{found:?}");
+    assert!(
+        found
+            .iter()
+            .any(|(r, msg)| r == "manifest/kernel-missing" && msg.contains("flash_attention_f16")),
+        "{found:?}"
+    );
 }
 
 #[test]
@@ -79,9 +107,17 @@ fn a_dropped_target_and_a_garbled_manifest_are_findings() {
     let dropped = m.targets.remove(0).target;
     let tampered = with_manifest(dir.path(), &m.to_json());
     let found = rules(&tampered, &Policy::default());
-    assert!(found.iter().any(|(r, msg)| r == "manifest/unclaimed-target" && msg.contains(&dropped)), "{found:?}");
+    assert!(
+        found
+            .iter()
+            .any(|(r, msg)| r == "manifest/unclaimed-target" && msg.contains(&dropped)),
+        "{found:?}"
+    );
 
     let garbled = with_manifest(dir.path(), "{\"schema\": 1, \"targets\": ");
     let found = rules(&garbled, &Policy::default());
-    assert!(found.iter().any(|(r, _)| r == "manifest/unreadable"), "{found:?}");
+    assert!(
+        found.iter().any(|(r, _)| r == "manifest/unreadable"),
+        "{found:?}"
+    );
 }

@@ -13,7 +13,10 @@ fn default_libclang(workspace: &Path) {
     if std::env::var_os("LIBCLANG_PATH").is_none() && dir.join("libclang.so").exists() {
         std::env::set_var("LIBCLANG_PATH", &dir);
         if std::env::var_os("BINDGEN_EXTRA_CLANG_ARGS").is_none() {
-            std::env::set_var("BINDGEN_EXTRA_CLANG_ARGS", format!("-resource-dir={}", dir.join("resource").display()));
+            std::env::set_var(
+                "BINDGEN_EXTRA_CLANG_ARGS",
+                format!("-resource-dir={}", dir.join("resource").display()),
+            );
         }
     }
 }
@@ -21,7 +24,11 @@ fn default_libclang(workspace: &Path) {
 /// The headers bindgen reads, sorted.
 pub fn headers(include_dir: &Path) -> Result<Vec<PathBuf>, BuildError> {
     let mut hs: Vec<PathBuf> = match std::fs::read_dir(include_dir) {
-        Ok(rd) => rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "h")).collect(),
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "h"))
+            .collect(),
         Err(_) => Vec::new(),
     };
     hs.sort();
@@ -34,12 +41,18 @@ pub fn generate(pins: &Pins, include_dir: &Path, out: &Path) -> Result<String, B
     let version = bindgen::clang_version();
     let major = version.parsed.map(|(m, _)| m);
     if major != Some(pins.toolchain.clang_major) {
-        return Err(BuildError::ClangVersion { found: version.full.clone(), pinned: pins.toolchain.clang_major });
+        return Err(BuildError::ClangVersion {
+            found: version.full.clone(),
+            pinned: pins.toolchain.clang_major,
+        });
     }
     let headers = headers(include_dir)?;
     let mut builder = bindgen::Builder::default()
         .clang_arg(format!("-I{}", include_dir.display()))
-        .allowlist_file(format!("{}/.*", regex_escape(&include_dir.display().to_string())))
+        .allowlist_file(format!(
+            "{}/.*",
+            regex_escape(&include_dir.display().to_string())
+        ))
         .derive_default(true)
         .derive_copy(true)
         .derive_debug(true)
@@ -53,7 +66,9 @@ pub fn generate(pins: &Pins, include_dir: &Path, out: &Path) -> Result<String, B
         header: include_dir.to_path_buf(),
         message: e.to_string(),
     })?;
-    bindings.write_to_file(out).map_err(crate::error::io(format!("writing {}", out.display())))?;
+    bindings
+        .write_to_file(out)
+        .map_err(crate::error::io(format!("writing {}", out.display())))?;
     Ok(version.full)
 }
 

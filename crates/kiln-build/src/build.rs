@@ -47,7 +47,10 @@ impl KernelBuild {
     /// For `build.rs`: pins from the workspace above CARGO_MANIFEST_DIR, sources from its
     /// `kernels/`, outputs in OUT_DIR, cargo's jobserver.
     pub fn for_build_script() -> Result<KernelBuild, BuildError> {
-        let var = |k: &str| std::env::var_os(k).ok_or_else(|| BuildError::Env(format!("{k} is not set (not in a build script?)")));
+        let var = |k: &str| {
+            std::env::var_os(k)
+                .ok_or_else(|| BuildError::Env(format!("{k} is not set (not in a build script?)")))
+        };
         let manifest_dir = PathBuf::from(var("CARGO_MANIFEST_DIR")?);
         let out_dir = PathBuf::from(var("OUT_DIR")?);
         let pins = Pins::discover(&manifest_dir)?;
@@ -112,7 +115,8 @@ impl KernelBuild {
         let sources = sources(&self.kernels_dir)?;
         let flags = flags(&include_dir);
         let cache = Cache::new(self.cache_dir.clone())?;
-        std::fs::create_dir_all(&self.out_dir).map_err(io(format!("creating {}", self.out_dir.display())))?;
+        std::fs::create_dir_all(&self.out_dir)
+            .map_err(io(format!("creating {}", self.out_dir.display())))?;
 
         // Which project headers each source reads (part of its cache key).
         let header_sets = pool::run(
@@ -130,9 +134,21 @@ impl KernelBuild {
                     println!("cargo:rerun-if-changed={}", h.display());
                 }
             }
-            let name = source.strip_prefix(&self.kernels_dir).unwrap_or(source).display().to_string();
+            let name = source
+                .strip_prefix(&self.kernels_dir)
+                .unwrap_or(source)
+                .display()
+                .to_string();
             for t in &targets {
-                compile_jobs.push(CompileJob::new(source, &name, headers.clone(), *t, &flags, &tk, &self.kernels_dir)?);
+                compile_jobs.push(CompileJob::new(
+                    source,
+                    &name,
+                    headers.clone(),
+                    *t,
+                    &flags,
+                    &tk,
+                    &self.kernels_dir,
+                )?);
             }
         }
 
@@ -154,25 +170,40 @@ impl KernelBuild {
         // What each linked output really holds.
         let names = sources
             .iter()
-            .map(|s| s.strip_prefix(&self.kernels_dir).unwrap_or(s).display().to_string())
+            .map(|s| {
+                s.strip_prefix(&self.kernels_dir)
+                    .unwrap_or(s)
+                    .display()
+                    .to_string()
+            })
             .collect();
-        let mut manifest = manifest::new(&self.pins, &tk.version, &flags_for_manifest(&flags), names);
+        let mut manifest =
+            manifest::new(&self.pins, &tk.version, &flags_for_manifest(&flags), names);
         for (job, out) in link_jobs.iter().zip(&linked) {
             manifest::add_output(&mut manifest, job.target, &out.output)?;
         }
         let gaps = manifest.gaps();
         if !gaps.is_empty() {
-            let list: Vec<String> = gaps.iter().map(|(t, k)| format!("{k} missing for {t}")).collect();
+            let list: Vec<String> = gaps
+                .iter()
+                .map(|(t, k)| format!("{k} missing for {t}"))
+                .collect();
             return Err(BuildError::BadOutput {
                 source_file: self.kernels_dir.clone(),
                 output: "fatbin".into(),
-                message: format!("not every kernel was built for every target: {}", list.join("; ")),
+                message: format!(
+                    "not every kernel was built for every target: {}",
+                    list.join("; ")
+                ),
             });
         }
 
         let fatbin_path = self.out_dir.join("kernels.fatbin");
-        let pairs: Vec<(LinkJob, PathBuf)> =
-            link_jobs.iter().cloned().zip(linked.iter().map(|o| o.output.clone())).collect();
+        let pairs: Vec<(LinkJob, PathBuf)> = link_jobs
+            .iter()
+            .cloned()
+            .zip(linked.iter().map(|o| o.output.clone()))
+            .collect();
         fatbin::combine(&tk, &pairs, &fatbin_path)?;
         let abi = if self.bindgen {
             let out = self.out_dir.join("kiln_abi.rs");
@@ -196,51 +227,96 @@ impl KernelBuild {
             link_jobs: link_jobs.len(),
             linked: linked.iter().filter(|o| !o.cached).count(),
             wall_seconds: started.elapsed().as_secs_f64(),
-            fatbin_bytes: std::fs::metadata(&fatbin_path).map(|m| m.len()).unwrap_or(0),
+            fatbin_bytes: std::fs::metadata(&fatbin_path)
+                .map(|m| m.len())
+                .unwrap_or(0),
         };
-        std::fs::write(self.out_dir.join("kernels.summary.json"), serde_json::to_string_pretty(&summary).unwrap())
-            .map_err(io("writing the summary"))?;
+        std::fs::write(
+            self.out_dir.join("kernels.summary.json"),
+            serde_json::to_string_pretty(&summary).unwrap(),
+        )
+        .map_err(io("writing the summary"))?;
         if self.progress {
             eprintln!("{summary}");
         }
         if self.cargo {
             println!("cargo:warning={summary}");
         }
-        Ok(BuildOutput { fatbin: fatbin_path, manifest_path, abi, manifest, summary })
+        Ok(BuildOutput {
+            fatbin: fatbin_path,
+            manifest_path,
+            abi,
+            manifest,
+            summary,
+        })
     }
 
-    fn run_compiles(&self, tk: &Toolkit, flags: &[String], cache: &Cache, jobs: &[CompileJob]) -> Result<Vec<Outcome>, BuildError> {
+    fn run_compiles(
+        &self,
+        tk: &Toolkit,
+        flags: &[String],
+        cache: &Cache,
+        jobs: &[CompileJob],
+    ) -> Result<Vec<Outcome>, BuildError> {
         let total = jobs.len();
         let finished = std::sync::atomic::AtomicUsize::new(0);
-        let results = pool::run(jobs, &self.client, |j| j.run(tk, flags, cache), |j, r| {
-            let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            if let (true, Ok(o)) = (self.progress, r) {
-                if !o.cached {
-                    report::job_line(n, total, "compiled", &j.name, &j.target.name(), o.elapsed);
+        let results = pool::run(
+            jobs,
+            &self.client,
+            |j| j.run(tk, flags, cache),
+            |j, r| {
+                let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                if let (true, Ok(o)) = (self.progress, r) {
+                    if !o.cached {
+                        report::job_line(
+                            n,
+                            total,
+                            "compiled",
+                            &j.name,
+                            &j.target.name(),
+                            o.elapsed,
+                        );
+                    }
                 }
-            }
-        });
+            },
+        );
         first_error(results)
     }
 
-    fn run_links(&self, tk: &Toolkit, cache: &Cache, jobs: &[LinkJob]) -> Result<Vec<Outcome>, BuildError> {
+    fn run_links(
+        &self,
+        tk: &Toolkit,
+        cache: &Cache,
+        jobs: &[LinkJob],
+    ) -> Result<Vec<Outcome>, BuildError> {
         let total = jobs.len();
         let finished = std::sync::atomic::AtomicUsize::new(0);
-        let results = pool::run(jobs, &self.client, |j| j.run(tk, cache), |j, r| {
-            let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            if let (true, Ok(o)) = (self.progress, r) {
-                if !o.cached {
-                    report::job_line(n, total, "linked", "nvlink", &j.target.name(), o.elapsed);
+        let results = pool::run(
+            jobs,
+            &self.client,
+            |j| j.run(tk, cache),
+            |j, r| {
+                let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                if let (true, Ok(o)) = (self.progress, r) {
+                    if !o.cached {
+                        report::job_line(n, total, "linked", "nvlink", &j.target.name(), o.elapsed);
+                    }
                 }
-            }
-        });
+            },
+        );
         first_error(results)
     }
 
     fn emit_rerun_directives(&self) {
         println!("cargo:rerun-if-changed={}", self.kernels_dir.display());
         println!("cargo:rerun-if-changed={}", self.pins.manifest.display());
-        for var in ["KILN_NVCC", "CUDA_HOME", "CUDA_PATH", "LIBCLANG_PATH", "BINDGEN_EXTRA_CLANG_ARGS"] {
+        for var in [
+            "KILN_NVCC",
+            "CUDA_HOME",
+            "CUDA_PATH",
+            "LIBCLANG_PATH",
+            "BINDGEN_EXTRA_CLANG_ARGS",
+        ] {
             println!("cargo:rerun-if-env-changed={var}");
         }
         if let Ok(sources) = sources(&self.kernels_dir) {
@@ -276,14 +352,22 @@ fn first_error(results: Vec<Result<Outcome, BuildError>>) -> Result<Vec<Outcome>
     match first {
         None => Ok(ok),
         Some(e) if errors.len() == 1 => Err(e),
-        Some(_) => Err(BuildError::Tool { tool: "nvcc".into(), message: errors.join("\n\n") }),
+        Some(_) => Err(BuildError::Tool {
+            tool: "nvcc".into(),
+            message: errors.join("\n\n"),
+        }),
     }
 }
 
 /// `kernels/*.cu`, sorted (the order is part of the output bytes).
 pub(crate) fn sources(dir: &Path) -> Result<Vec<PathBuf>, BuildError> {
-    let rd = std::fs::read_dir(dir).map_err(io(format!("reading kernel directory {}", dir.display())))?;
-    let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "cu")).collect();
+    let rd = std::fs::read_dir(dir)
+        .map_err(io(format!("reading kernel directory {}", dir.display())))?;
+    let mut v: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .collect();
     v.sort();
     if v.is_empty() {
         return Err(BuildError::NoSources(dir.to_path_buf()));
@@ -299,7 +383,16 @@ fn flags(include_dir: &Path) -> Vec<String> {
 
 /// The flags as recorded: the include path is machine-specific, so it is named relatively.
 fn flags_for_manifest(flags: &[String]) -> Vec<String> {
-    flags.iter().map(|f| if f.starts_with("-I") { "-Ikernels/include".to_string() } else { f.clone() }).collect()
+    flags
+        .iter()
+        .map(|f| {
+            if f.starts_with("-I") {
+                "-Ikernels/include".to_string()
+            } else {
+                f.clone()
+            }
+        })
+        .collect()
 }
 
 /// `<target-dir>/kiln-kernel-cache` when OUT_DIR has cargo's usual shape
@@ -308,7 +401,9 @@ fn flags_for_manifest(flags: &[String]) -> Vec<String> {
 fn shared_cache_dir(out_dir: &Path) -> PathBuf {
     let build = out_dir.ancestors().nth(2);
     match (build, out_dir.ancestors().nth(4)) {
-        (Some(b), Some(target)) if b.file_name().is_some_and(|n| n == "build") => target.join("kiln-kernel-cache"),
+        (Some(b), Some(target)) if b.file_name().is_some_and(|n| n == "build") => {
+            target.join("kiln-kernel-cache")
+        }
         _ => out_dir.join("kernel-cache"),
     }
 }

@@ -57,7 +57,8 @@ impl Cache {
     /// A temporary path next to the final one; [`Cache::commit`] renames it into place so a
     /// killed build never leaves a half-written entry under a valid key.
     pub fn staging(&self, key: &str, ext: &str) -> PathBuf {
-        self.dir.join(format!("{key}.{}.tmp.{ext}", std::process::id()))
+        self.dir
+            .join(format!("{key}.{}.tmp.{ext}", std::process::id()))
     }
 
     pub fn commit(&self, staging: &Path, key: &str, ext: &str) -> Result<PathBuf, BuildError> {
@@ -73,9 +74,21 @@ mod tests {
 
     #[test]
     fn fields_are_delimited() {
-        let a = KeyBuilder::new("k").field("x", b"ab").field("y", b"c").finish();
-        let b = KeyBuilder::new("k").field("x", b"a").field("y", b"bc").finish();
+        let a = KeyBuilder::new("k")
+            .field("x", b"ab")
+            .field("y", b"c")
+            .finish();
+        let b = KeyBuilder::new("k")
+            .field("x", b"a")
+            .field("y", b"bc")
+            .finish();
         assert_ne!(a, b);
-        assert_eq!(a, KeyBuilder::new("k").field("x", b"ab").field("y", b"c").finish());
+        assert_eq!(
+            a,
+            KeyBuilder::new("k")
+                .field("x", b"ab")
+                .field("y", b"c")
+                .finish()
+        );
     }
 }

@@ -17,17 +17,29 @@ pub fn project_headers(
         .arg("-MM")
         .arg(source)
         .output()
-        .map_err(|e| BuildError::Tool { tool: "nvcc -MM".into(), message: e.to_string() })?;
+        .map_err(|e| BuildError::Tool {
+            tool: "nvcc -MM".into(),
+            message: e.to_string(),
+        })?;
     if !out.status.success() {
         return Err(BuildError::Compile {
             source_file: source.to_path_buf(),
             target: "dependency scan (nvcc -MM)".into(),
             diagnostics: String::from_utf8_lossy(&out.stderr).trim_end().to_string(),
-            command: format!("{} {} -MM {}", nvcc.display(), flags.join(" "), source.display()),
+            command: format!(
+                "{} {} -MM {}",
+                nvcc.display(),
+                flags.join(" "),
+                source.display()
+            ),
         });
     }
-    let project = project_dir.canonicalize().unwrap_or_else(|_| project_dir.to_path_buf());
-    let source_canon = source.canonicalize().unwrap_or_else(|_| source.to_path_buf());
+    let project = project_dir
+        .canonicalize()
+        .unwrap_or_else(|_| project_dir.to_path_buf());
+    let source_canon = source
+        .canonicalize()
+        .unwrap_or_else(|_| source.to_path_buf());
     let text = String::from_utf8_lossy(&out.stdout).replace("\\\n", " ");
     let mut headers: Vec<PathBuf> = text
         .split_once(':')

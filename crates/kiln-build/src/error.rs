@@ -14,17 +14,34 @@ pub enum BuildError {
         "nvcc at {path} is {found}, but kiln pins nvcc {pinned} ([workspace.metadata.kiln.toolchain] in Cargo.toml).\n  \
          Use the pinned toolkit: `cargo xtask bootstrap` (then `source .toolchain/env`) or `nix develop`."
     )]
-    NvccVersion { path: PathBuf, found: String, pinned: String },
+    NvccVersion {
+        path: PathBuf,
+        found: String,
+        pinned: String,
+    },
     #[error("nvcc at {path} does not support {target} (it supports: {supported}); fix the arch matrix or the toolkit pin")]
-    UnsupportedTarget { path: PathBuf, target: String, supported: String },
+    UnsupportedTarget {
+        path: PathBuf,
+        target: String,
+        supported: String,
+    },
     #[error("no CUDA sources (*.cu) in {0}")]
     NoSources(PathBuf),
     #[error("nvcc failed on {source_file} for {target}:\n{diagnostics}\n  command: {command}")]
-    Compile { source_file: PathBuf, target: String, diagnostics: String, command: String },
+    Compile {
+        source_file: PathBuf,
+        target: String,
+        diagnostics: String,
+        command: String,
+    },
     #[error("{tool} failed: {message}")]
     Tool { tool: String, message: String },
     #[error("{output} from {source_file}: {message}")]
-    BadOutput { source_file: PathBuf, output: String, message: String },
+    BadOutput {
+        source_file: PathBuf,
+        output: String,
+        message: String,
+    },
     #[error("bindgen over {header}: {message}")]
     Bindgen { header: PathBuf, message: String },
     #[error(
@@ -32,7 +49,10 @@ pub enum BuildError {
     )]
     ClangVersion { found: String, pinned: u32 },
     #[error("{context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Env(String),
 }

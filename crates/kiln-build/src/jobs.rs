@@ -60,7 +60,13 @@ impl CompileJob {
             let rel = h.strip_prefix(kernels_dir).unwrap_or(h);
             key = key.file(&format!("header:{}", rel.display()), h)?;
         }
-        Ok(CompileJob { source: source.to_path_buf(), name: name.to_string(), headers, target, key: key.finish() })
+        Ok(CompileJob {
+            source: source.to_path_buf(),
+            name: name.to_string(),
+            headers,
+            target,
+            key: key.finish(),
+        })
     }
 
     fn ext(&self) -> &'static str {
@@ -89,18 +95,30 @@ impl CompileJob {
         args
     }
 
-    pub fn run(&self, toolkit: &Toolkit, flags: &[String], cache: &Cache) -> Result<Outcome, BuildError> {
+    pub fn run(
+        &self,
+        toolkit: &Toolkit,
+        flags: &[String],
+        cache: &Cache,
+    ) -> Result<Outcome, BuildError> {
         let started = Instant::now();
         let dest = cache.path(&self.key, self.ext());
         if dest.is_file() {
-            return Ok(Outcome { output: dest, cached: true, elapsed: started.elapsed() });
+            return Ok(Outcome {
+                output: dest,
+                cached: true,
+                elapsed: started.elapsed(),
+            });
         }
         let staging = cache.staging(&self.key, self.ext());
         let args = self.args(flags, &staging);
         let out = Command::new(&toolkit.nvcc)
             .args(&args)
             .output()
-            .map_err(|e| BuildError::Tool { tool: toolkit.nvcc.display().to_string(), message: e.to_string() })?;
+            .map_err(|e| BuildError::Tool {
+                tool: toolkit.nvcc.display().to_string(),
+                message: e.to_string(),
+            })?;
         if !out.status.success() {
             let _ = std::fs::remove_file(&staging);
             let mut diagnostics = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
@@ -116,7 +134,11 @@ impl CompileJob {
             });
         }
         let output = cache.commit(&staging, &self.key, self.ext())?;
-        Ok(Outcome { output, cached: false, elapsed: started.elapsed() })
+        Ok(Outcome {
+            output,
+            cached: false,
+            elapsed: started.elapsed(),
+        })
     }
 }
 
@@ -128,7 +150,11 @@ impl LinkJob {
         for (input_key, _) in &inputs {
             key = key.field("input", input_key.as_bytes());
         }
-        LinkJob { target, inputs: inputs.into_iter().map(|(_, p)| p).collect(), key: key.finish() }
+        LinkJob {
+            target,
+            inputs: inputs.into_iter().map(|(_, p)| p).collect(),
+            key: key.finish(),
+        }
     }
 
     pub fn ext(&self) -> &'static str {
@@ -142,7 +168,11 @@ impl LinkJob {
         let started = Instant::now();
         let dest = cache.path(&self.key, self.ext());
         if dest.is_file() {
-            return Ok(Outcome { output: dest, cached: true, elapsed: started.elapsed() });
+            return Ok(Outcome {
+                output: dest,
+                cached: true,
+                elapsed: started.elapsed(),
+            });
         }
         let staging = cache.staging(&self.key, self.ext());
         let a = self.target.arch;
@@ -158,18 +188,26 @@ impl LinkJob {
             }
         }
         cmd.arg("-o").arg(&staging).args(&self.inputs);
-        let out = cmd
-            .output()
-            .map_err(|e| BuildError::Tool { tool: toolkit.nvlink.display().to_string(), message: e.to_string() })?;
+        let out = cmd.output().map_err(|e| BuildError::Tool {
+            tool: toolkit.nvlink.display().to_string(),
+            message: e.to_string(),
+        })?;
         if !out.status.success() {
             let _ = std::fs::remove_file(&staging);
             return Err(BuildError::Tool {
                 tool: format!("nvlink for {}", self.target),
-                message: format!("{}\n  command: {cmd:?}", String::from_utf8_lossy(&out.stderr).trim_end()),
+                message: format!(
+                    "{}\n  command: {cmd:?}",
+                    String::from_utf8_lossy(&out.stderr).trim_end()
+                ),
             });
         }
         let output = cache.commit(&staging, &self.key, self.ext())?;
-        Ok(Outcome { output, cached: false, elapsed: started.elapsed() })
+        Ok(Outcome {
+            output,
+            cached: false,
+            elapsed: started.elapsed(),
+        })
     }
 }
 
@@ -188,7 +226,10 @@ fn nvvm_dir(toolkit: &Toolkit, cache: &Cache) -> Result<PathBuf, BuildError> {
         .find(|p| p.exists())
         .ok_or_else(|| BuildError::Tool {
             tool: "nvlink -lto".into(),
-            message: format!("libnvvm not found under {} (needed to emit linked PTX)", home.display()),
+            message: format!(
+                "libnvvm not found under {} (needed to emit linked PTX)",
+                home.display()
+            ),
         })?;
     let shim = cache.dir.join("nvvm");
     std::fs::create_dir_all(shim.join("lib64")).map_err(io("creating the nvvm link directory"))?;

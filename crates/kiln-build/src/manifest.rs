@@ -36,8 +36,13 @@ pub fn new(pins: &Pins, nvcc_version: &str, flags: &[String], sources: Vec<Strin
 }
 
 /// Reads the kernels out of one linked output and records them.
-pub fn add_output(manifest: &mut Manifest, target: kiln_pins::Target, output: &Path) -> Result<(), BuildError> {
-    let bytes = std::fs::read(output).map_err(crate::error::io(format!("reading {}", output.display())))?;
+pub fn add_output(
+    manifest: &mut Manifest,
+    target: kiln_pins::Target,
+    output: &Path,
+) -> Result<(), BuildError> {
+    let bytes =
+        std::fs::read(output).map_err(crate::error::io(format!("reading {}", output.display())))?;
     let bad = |message: String| BuildError::BadOutput {
         source_file: output.to_path_buf(),
         output: target.name(),
@@ -64,4 +69,3 @@ pub fn add_output(manifest: &mut Manifest, target: kiln_pins::Target, output: &P
     manifest.targets.push(entry);
     Ok(())
 }
-

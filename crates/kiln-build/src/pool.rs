@@ -13,7 +13,9 @@ pub fn client_from_env_or_cpus() -> jobserver::Client {
     if let Some(client) = unsafe { jobserver::Client::from_env() } {
         return client;
     }
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     jobserver::Client::new(cpus.saturating_sub(1).max(1)).expect("creating a local jobserver")
 }
 
@@ -29,13 +31,21 @@ where
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
     let done = Mutex::new(done);
-    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(items.len()).max(1);
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(items.len())
+        .max(1);
     std::thread::scope(|s| {
         for worker in 0..workers {
             let (next, results, done, work) = (&next, &results, &done, &work);
             s.spawn(move || loop {
                 // Worker 0 runs on the token this process already holds.
-                let token = if worker == 0 { None } else { client.acquire().ok() };
+                let token = if worker == 0 {
+                    None
+                } else {
+                    client.acquire().ok()
+                };
                 if worker != 0 && token.is_none() {
                     return;
                 }
@@ -50,7 +60,12 @@ where
             });
         }
     });
-    results.into_inner().unwrap().into_iter().map(|r| r.expect("every job ran")).collect()
+    results
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -62,9 +77,14 @@ mod tests {
         let client = jobserver::Client::new(2).unwrap();
         let items: Vec<u32> = (0..50).collect();
         let seen = std::sync::atomic::AtomicUsize::new(0);
-        let out = run(&items, &client, |x| x * 2, |_, _| {
-            seen.fetch_add(1, Ordering::SeqCst);
-        });
+        let out = run(
+            &items,
+            &client,
+            |x| x * 2,
+            |_, _| {
+                seen.fetch_add(1, Ordering::SeqCst);
+            },
+        );
         assert_eq!(out, items.iter().map(|x| x * 2).collect::<Vec<_>>());
         assert_eq!(seen.load(Ordering::SeqCst), 50);
     }

@@ -9,7 +9,11 @@ use std::process::Command;
 
 use kiln_manifest::Provenance;
 
-pub fn collect(workspace: &Path, env: &dyn Fn(&str) -> Option<std::ffi::OsString>, cargo: bool) -> Provenance {
+pub fn collect(
+    workspace: &Path,
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    cargo: bool,
+) -> Provenance {
     if cargo {
         println!("cargo:rerun-if-env-changed=KILN_BUILD_COMMIT");
         println!("cargo:rerun-if-env-changed=KILN_BUILD_DIRTY");
@@ -21,9 +25,16 @@ pub fn collect(workspace: &Path, env: &dyn Fn(&str) -> Option<std::ffi::OsString
         }
         None => from_git(workspace, cargo),
     };
-    let rustc = env("RUSTC").map(PathBuf::from).unwrap_or_else(|| "rustc".into());
+    let rustc = env("RUSTC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "rustc".into());
     let rustc = output(Command::new(rustc).arg("--version")).unwrap_or_default();
-    Provenance { commit, dirty, rustc, clang: String::new() }
+    Provenance {
+        commit,
+        dirty,
+        rustc,
+        clang: String::new(),
+    }
 }
 
 fn from_git(workspace: &Path, cargo: bool) -> (String, bool) {
@@ -31,7 +42,8 @@ fn from_git(workspace: &Path, cargo: bool) -> (String, bool) {
     let Some(commit) = git(&["rev-parse", "HEAD"]) else {
         return ("unknown".into(), false);
     };
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     if cargo {
         if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
             let dir = PathBuf::from(dir);
@@ -39,7 +51,11 @@ fn from_git(workspace: &Path, cargo: bool) -> (String, bool) {
             println!("cargo:rerun-if-changed={}", dir.join("index").display());
             if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
                 let loose = dir.join(&branch);
-                let watched = if loose.exists() { loose } else { dir.join("packed-refs") };
+                let watched = if loose.exists() {
+                    loose
+                } else {
+                    dir.join("packed-refs")
+                };
                 println!("cargo:rerun-if-changed={}", watched.display());
             }
         }
@@ -49,5 +65,7 @@ fn from_git(workspace: &Path, cargo: bool) -> (String, bool) {
 
 fn output(cmd: &mut Command) -> Option<String> {
     let out = cmd.output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }

@@ -38,7 +38,14 @@ impl fmt::Display for Summary {
 }
 
 /// One line per finished job, on stderr.
-pub fn job_line(done: usize, total: usize, verb: &str, what: &str, target: &str, elapsed: Duration) {
+pub fn job_line(
+    done: usize,
+    total: usize,
+    verb: &str,
+    what: &str,
+    target: &str,
+    elapsed: Duration,
+) {
     let status = format!("{verb:<8}");
     eprintln!(
         "[{done:>3}/{total}] {status} {target:<12} {what} ({:.2} s)",

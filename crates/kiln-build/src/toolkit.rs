@@ -30,7 +30,10 @@ pub fn parse_nvcc_version(text: &str) -> Option<String> {
 
 /// Where nvcc is looked for, in order: KILN_NVCC, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, and the
 /// workspace's `.toolchain/` from `cargo xtask bootstrap`.
-pub fn locate(env: &dyn Fn(&str) -> Option<OsString>, workspace: &Path) -> Result<PathBuf, BuildError> {
+pub fn locate(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    workspace: &Path,
+) -> Result<PathBuf, BuildError> {
     let mut searched = Vec::new();
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(p) = env("KILN_NVCC") {
@@ -51,7 +54,9 @@ pub fn locate(env: &dyn Fn(&str) -> Option<OsString>, workspace: &Path) -> Resul
         }
         searched.push(c.display().to_string());
     }
-    Err(BuildError::NvccNotFound { searched: summarize(&searched) })
+    Err(BuildError::NvccNotFound {
+        searched: summarize(&searched),
+    })
 }
 
 fn summarize(paths: &[String]) -> String {
@@ -98,24 +103,40 @@ pub fn preflight(nvcc: &Path, pins: &Pins) -> Result<Toolkit, BuildError> {
         if p.is_file() {
             Ok(p)
         } else {
-            Err(BuildError::Tool { tool: name.into(), message: format!("not found next to nvcc ({})", p.display()) })
+            Err(BuildError::Tool {
+                tool: name.into(),
+                message: format!("not found next to nvcc ({})", p.display()),
+            })
         }
     };
-    Ok(Toolkit { nvcc: nvcc.to_path_buf(), fatbinary: sibling("fatbinary")?, nvlink: sibling("nvlink")?, version, supported })
+    Ok(Toolkit {
+        nvcc: nvcc.to_path_buf(),
+        fatbinary: sibling("fatbinary")?,
+        nvlink: sibling("nvlink")?,
+        version,
+        supported,
+    })
 }
 
 impl Toolkit {
     /// CUDA_HOME: the directory above nvcc's bin/.
     pub fn cuda_home(&self) -> PathBuf {
-        self.nvcc.parent().and_then(Path::parent).unwrap_or(Path::new(".")).to_path_buf()
+        self.nvcc
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
     }
 }
 
 fn run(program: &Path, args: &[&str]) -> Result<String, BuildError> {
-    let out = Command::new(program).args(args).output().map_err(|e| BuildError::Tool {
-        tool: program.display().to_string(),
-        message: format!("cannot run it: {e}"),
-    })?;
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| BuildError::Tool {
+            tool: program.display().to_string(),
+            message: format!("cannot run it: {e}"),
+        })?;
     if !out.status.success() {
         return Err(BuildError::Tool {
             tool: format!("{} {}", program.display(), args.join(" ")),
@@ -143,8 +164,13 @@ mod tests {
             "PATH" => Some(OsString::from("/nonexistent/bin")),
             _ => None,
         };
-        let err = locate(&env, Path::new("/nonexistent/ws")).unwrap_err().to_string();
+        let err = locate(&env, Path::new("/nonexistent/ws"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("/nonexistent/cuda/bin/nvcc"), "{err}");
-        assert!(err.contains("cargo xtask bootstrap") && err.contains("nix develop"), "{err}");
+        assert!(
+            err.contains("cargo xtask bootstrap") && err.contains("nix develop"),
+            "{err}"
+        );
     }
 }

@@ -16,13 +16,28 @@ fn no_nvcc_names_bootstrap_and_nix_develop() {
     let mut pins = common::pins_with_archs("[\"9.0\"]");
     // A workspace with no .toolchain/, and a PATH without nvcc.
     pins.manifest = tmp.path().join("Cargo.toml");
-    let env = move |k: &str| if k == "PATH" { Some(empty_path.clone().into_os_string()) } else { None };
-    let err = KernelBuild::new(pins, kernels, tmp.path().join("out")).env(env).run().unwrap_err();
+    let env = move |k: &str| {
+        if k == "PATH" {
+            Some(empty_path.clone().into_os_string())
+        } else {
+            None
+        }
+    };
+    let err = KernelBuild::new(pins, kernels, tmp.path().join("out"))
+        .env(env)
+        .run()
+        .unwrap_err();
     assert!(matches!(err, BuildError::NvccNotFound { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(msg.contains("nvcc not found"), "{msg}");
-    assert!(msg.contains("cargo xtask bootstrap") && msg.contains("nix develop"), "{msg}");
-    assert!(msg.contains("empty-bin/nvcc"), "the message lists where it looked: {msg}");
+    assert!(
+        msg.contains("cargo xtask bootstrap") && msg.contains("nix develop"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("empty-bin/nvcc"),
+        "the message lists where it looked: {msg}"
+    );
 }
 
 #[test]
@@ -63,10 +78,16 @@ fn a_target_this_nvcc_cannot_build_is_refused_by_preflight() {
         ),
     );
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let err = kiln_build::toolkit::preflight(&fake, &pins).unwrap_err().to_string();
-    assert!(err.contains("does not support sm_120") && err.contains("sm_80 sm_90"), "{err}");
+    let err = kiln_build::toolkit::preflight(&fake, &pins)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("does not support sm_120") && err.contains("sm_80 sm_90"),
+        "{err}"
+    );
 
     // The real pinned nvcc supports the whole real matrix.
     let real = kiln_pins::Pins::load(&common::repo_root().join("Cargo.toml")).unwrap();
-    kiln_build::toolkit::preflight(&common::real_nvcc(), &real).expect("the pinned nvcc supports the matrix");
+    kiln_build::toolkit::preflight(&common::real_nvcc(), &real)
+        .expect("the pinned nvcc supports the matrix");
 }

@@ -48,8 +48,15 @@ impl Driver {
         let from_name = self
             .real_path
             .as_ref()
-            .and_then(|p| p.file_name()?.to_str()?.strip_prefix("libcuda.so.").map(str::to_string))
-            .filter(|v| v.contains('.') && v.split('.').all(|p| p.bytes().all(|b| b.is_ascii_digit())));
+            .and_then(|p| {
+                p.file_name()?
+                    .to_str()?
+                    .strip_prefix("libcuda.so.")
+                    .map(str::to_string)
+            })
+            .filter(|v| {
+                v.contains('.') && v.split('.').all(|p| p.bytes().all(|b| b.is_ascii_digit()))
+            });
         from_name.or_else(|| {
             let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
             parse_proc_version(&text)
@@ -61,7 +68,11 @@ impl Driver {
 pub fn parse_proc_version(text: &str) -> Option<String> {
     let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
     line.split_whitespace()
-        .find(|w| w.contains('.') && w.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+        .find(|w| {
+            w.contains('.')
+                && w.split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
         .map(str::to_string)
 }
 
@@ -89,17 +100,22 @@ type FnErrorName = unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResul
 /// Loads `libcuda.so.1`, initialises it and lists the GPUs.
 pub fn probe() -> Result<Driver, NotLoaded> {
     // SAFETY: loading the driver runs its initialisers; that is what every CUDA program does.
-    let lib = unsafe { libloading::Library::new("libcuda.so.1") }.map_err(|e| NotLoaded { reason: with_sources(&e) })?;
+    let lib = unsafe { libloading::Library::new("libcuda.so.1") }.map_err(|e| NotLoaded {
+        reason: with_sources(&e),
+    })?;
     // The driver is never unloaded: dlclose of libcuda is known to hang or crash at exit.
     let lib: &'static libloading::Library = Box::leak(Box::new(lib));
     // SAFETY: the signatures below are the driver API's (cuda.h); a symbol that is missing is
     // reported, never called.
     unsafe {
         let sym = |name: &[u8]| lib.get::<*const c_void>(name).ok().map(|s| *s);
-        let path = sym(b"cuInit\0").and_then(loaded_from).unwrap_or_else(|| PathBuf::from("libcuda.so.1"));
+        let path = sym(b"cuInit\0")
+            .and_then(loaded_from)
+            .unwrap_or_else(|| PathBuf::from("libcuda.so.1"));
         let real_path = std::fs::canonicalize(&path).ok();
         let init: Option<libloading::Symbol<FnInit>> = lib.get(b"cuInit\0").ok();
-        let get_version: Option<libloading::Symbol<FnGetVersion>> = lib.get(b"cuDriverGetVersion\0").ok();
+        let get_version: Option<libloading::Symbol<FnGetVersion>> =
+            lib.get(b"cuDriverGetVersion\0").ok();
         let error_name: Option<libloading::Symbol<FnErrorName>> = lib.get(b"cuGetErrorName\0").ok();
         let cuda_version = get_version.and_then(|f| {
             let mut v = 0;
@@ -117,7 +133,9 @@ pub fn probe() -> Result<Driver, NotLoaded> {
                     return CStr::from_ptr(p).to_string_lossy().into_owned();
                 }
             }
-            known_error_name(r).map(str::to_string).unwrap_or_else(|| format!("CUresult {r}"))
+            known_error_name(r)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("CUresult {r}"))
         };
         let mut driver = Driver {
             path,
@@ -134,23 +152,31 @@ pub fn probe() -> Result<Driver, NotLoaded> {
         let count_fn: Option<libloading::Symbol<FnGetCount>> = lib.get(b"cuDeviceGetCount\0").ok();
         let device_get: Option<libloading::Symbol<FnDeviceGet>> = lib.get(b"cuDeviceGet\0").ok();
         let get_name: Option<libloading::Symbol<FnGetName>> = lib.get(b"cuDeviceGetName\0").ok();
-        let get_attr: Option<libloading::Symbol<FnGetAttribute>> = lib.get(b"cuDeviceGetAttribute\0").ok();
-        let total_mem: Option<libloading::Symbol<FnTotalMem>> = lib.get(b"cuDeviceTotalMem_v2\0").ok();
-        let (Some(count_fn), Some(device_get), Some(get_name), Some(get_attr)) = (count_fn, device_get, get_name, get_attr) else {
+        let get_attr: Option<libloading::Symbol<FnGetAttribute>> =
+            lib.get(b"cuDeviceGetAttribute\0").ok();
+        let total_mem: Option<libloading::Symbol<FnTotalMem>> =
+            lib.get(b"cuDeviceTotalMem_v2\0").ok();
+        let (Some(count_fn), Some(device_get), Some(get_name), Some(get_attr)) =
+            (count_fn, device_get, get_name, get_attr)
+        else {
             driver.device_errors.push("the driver lacks cuDeviceGetCount/cuDeviceGet/cuDeviceGetName/cuDeviceGetAttribute".into());
             return Ok(driver);
         };
         let mut count = 0;
         let r = count_fn(&mut count);
         if r != CUDA_SUCCESS {
-            driver.device_errors.push(format!("cuDeviceGetCount failed: {}", name_of(r)));
+            driver
+                .device_errors
+                .push(format!("cuDeviceGetCount failed: {}", name_of(r)));
             return Ok(driver);
         }
         for index in 0..count {
             let mut dev = 0;
             let r = device_get(&mut dev, index);
             if r != CUDA_SUCCESS {
-                driver.device_errors.push(format!("cuDeviceGet({index}) failed: {}", name_of(r)));
+                driver
+                    .device_errors
+                    .push(format!("cuDeviceGet({index}) failed: {}", name_of(r)));
                 continue;
             }
             let mut buf = [0 as c_char; 256];
@@ -163,15 +189,27 @@ pub fn probe() -> Result<Driver, NotLoaded> {
                 let mut v = 0;
                 (get_attr(&mut v, a, dev) == CUDA_SUCCESS && v >= 0).then_some(v as u32)
             };
-            let (Some(major), Some(minor)) = (attr(ATTR_COMPUTE_CAPABILITY_MAJOR), attr(ATTR_COMPUTE_CAPABILITY_MINOR)) else {
-                driver.device_errors.push(format!("GPU {index} ({name}): compute capability query failed"));
+            let (Some(major), Some(minor)) = (
+                attr(ATTR_COMPUTE_CAPABILITY_MAJOR),
+                attr(ATTR_COMPUTE_CAPABILITY_MINOR),
+            ) else {
+                driver.device_errors.push(format!(
+                    "GPU {index} ({name}): compute capability query failed"
+                ));
                 continue;
             };
             let memory_bytes = total_mem.as_ref().and_then(|f| {
                 let mut b = 0usize;
                 (f(&mut b, dev) == CUDA_SUCCESS).then_some(b as u64)
             });
-            driver.gpus.push(Gpu { index, name, major, minor, sms: attr(ATTR_MULTIPROCESSOR_COUNT), memory_bytes });
+            driver.gpus.push(Gpu {
+                index,
+                name,
+                major,
+                minor,
+                sms: attr(ATTR_MULTIPROCESSOR_COUNT),
+                memory_bytes,
+            });
         }
         Ok(driver)
     }

@@ -14,11 +14,16 @@ pub struct Env {
 
 impl Env {
     pub fn from_process() -> Env {
-        Env { vars: std::env::vars_os().collect() }
+        Env {
+            vars: std::env::vars_os().collect(),
+        }
     }
 
     pub fn get(&self, key: &str) -> Option<&OsStr> {
-        self.vars.get(OsStr::new(key)).map(OsString::as_os_str).filter(|v| !v.is_empty())
+        self.vars
+            .get(OsStr::new(key))
+            .map(OsString::as_os_str)
+            .filter(|v| !v.is_empty())
     }
 
     pub fn set(&mut self, key: &str, value: impl Into<OsString>) {
@@ -32,7 +37,11 @@ impl Env {
     /// A colon-separated list variable, empty entries dropped.
     pub fn paths(&self, key: &str) -> Vec<PathBuf> {
         self.get(key)
-            .map(|v| std::env::split_paths(v).filter(|p| !p.as_os_str().is_empty()).collect())
+            .map(|v| {
+                std::env::split_paths(v)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -43,7 +52,10 @@ impl Env {
 
     /// `program` as the shell would find it on PATH.
     pub fn which(&self, program: &str) -> Option<PathBuf> {
-        self.paths("PATH").into_iter().map(|d| d.join(program)).find(|p| is_executable(p))
+        self.paths("PATH")
+            .into_iter()
+            .map(|d| d.join(program))
+            .find(|p| is_executable(p))
     }
 
     /// A command that runs with exactly this environment.
@@ -56,7 +68,9 @@ impl Env {
 
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    p.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 /// Why the loader would look in a place.
@@ -96,9 +110,23 @@ pub struct LoaderPath {
 
 /// The multiarch and lib64 directories glibc's loader tries after its cache.
 #[cfg(target_arch = "aarch64")]
-const DEFAULT_DIRS: &[&str] = &["/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
+const DEFAULT_DIRS: &[&str] = &[
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+];
 #[cfg(not(target_arch = "aarch64"))]
-const DEFAULT_DIRS: &[&str] = &["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
+const DEFAULT_DIRS: &[&str] = &[
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+];
 
 impl LoaderPath {
     pub fn from_env(env: &Env) -> LoaderPath {
@@ -133,7 +161,11 @@ impl LoaderPath {
 
     /// Every directory searched, in order (for "looked in" messages).
     pub fn dirs(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.ld_library_path.iter().map(|p| p.display().to_string()).collect();
+        let mut v: Vec<String> = self
+            .ld_library_path
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         v.push("the ldconfig cache".into());
         v.extend(self.defaults.iter().map(|p| p.display().to_string()));
         v
@@ -147,7 +179,13 @@ pub fn parse_ldconfig(text: &str) -> Vec<(String, PathBuf)> {
             let (left, path) = line.trim().split_once(" => ")?;
             let (name, flags) = left.split_once(' ')?;
             // Only libraries this process could load (a 64-bit x86 loader skips 32-bit entries).
-            let host = if cfg!(target_arch = "x86_64") { "x86-64" } else if cfg!(target_arch = "aarch64") { "AArch64" } else { "" };
+            let host = if cfg!(target_arch = "x86_64") {
+                "x86-64"
+            } else if cfg!(target_arch = "aarch64") {
+                "AArch64"
+            } else {
+                ""
+            };
             if !flags.contains(host) {
                 return None;
             }
@@ -157,7 +195,11 @@ pub fn parse_ldconfig(text: &str) -> Vec<(String, PathBuf)> {
 }
 
 fn ldconfig_cache(env: &Env) -> Vec<(String, PathBuf)> {
-    let candidates = [env.which("ldconfig"), Some("/sbin/ldconfig".into()), Some("/usr/sbin/ldconfig".into())];
+    let candidates = [
+        env.which("ldconfig"),
+        Some("/sbin/ldconfig".into()),
+        Some("/usr/sbin/ldconfig".into()),
+    ];
     for prog in candidates.into_iter().flatten() {
         if let Ok(out) = env.command(&prog).arg("-p").output() {
             if out.status.success() {
@@ -181,7 +223,13 @@ mod tests {
         let got = parse_ldconfig(text);
         if cfg!(target_arch = "x86_64") {
             assert_eq!(got.len(), 2);
-            assert_eq!(got[0], ("libcuda.so.1".into(), PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1")));
+            assert_eq!(
+                got[0],
+                (
+                    "libcuda.so.1".into(),
+                    PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1")
+                )
+            );
         }
     }
 

@@ -127,7 +127,13 @@ pub struct Options {
 
 impl Options {
     pub fn new(mode: Mode, pins: PinsSource) -> Options {
-        Options { mode, pins, env: Env::from_process(), probe: None, skip: Vec::new() }
+        Options {
+            mode,
+            pins,
+            env: Env::from_process(),
+            probe: None,
+            skip: Vec::new(),
+        }
     }
 }
 
@@ -142,18 +148,30 @@ pub enum DoctorError {
 fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>), DoctorError> {
     match source {
         PinsSource::File(path) => {
-            let pins = Pins::load(path).map_err(|source| DoctorError::Pins { path: path.clone(), source })?;
-            let check = Check::ok("pins", Scope::Both, format!("pins from {} (--pins)", path.display()));
+            let pins = Pins::load(path).map_err(|source| DoctorError::Pins {
+                path: path.clone(),
+                source,
+            })?;
+            let check = Check::ok(
+                "pins",
+                Scope::Both,
+                format!("pins from {} (--pins)", path.display()),
+            );
             Ok((pins, check, Some(path.clone())))
         }
         PinsSource::Discover(dir) => match Pins::discover(dir) {
             Ok(pins) => {
-                let check = Check::ok("pins", Scope::Both, format!("pins from {}", pins.manifest.display()));
+                let check = Check::ok(
+                    "pins",
+                    Scope::Both,
+                    format!("pins from {}", pins.manifest.display()),
+                );
                 let path = pins.manifest.clone();
                 Ok((pins, check, Some(path)))
             }
             Err(e) => {
-                let pins = Pins::parse(BUILT_IN_MANIFEST, Path::new("<built into kiln>")).expect("the workspace's own pins parse");
+                let pins = Pins::parse(BUILT_IN_MANIFEST, Path::new("<built into kiln>"))
+                    .expect("the workspace's own pins parse");
                 let why = match e {
                     PinsError::NoWorkspace(_) => e.to_string(),
                     other => format!("the workspace pins are unusable ({other})"),
@@ -183,11 +201,20 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
     }
     let (pins, pins_check, pins_path) = resolve_pins(&opts.pins)?;
     let env = &opts.env;
-    let workspace = pins_path.as_deref().and_then(Path::parent).unwrap_or(Path::new(".")).to_path_buf();
+    let workspace = pins_path
+        .as_deref()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
     let mut checks = vec![pins_check];
 
     checks.extend(toolchain::nvcc_checks(env, &pins, &workspace));
-    checks.push(toolchain::libclang(env, &pins, &workspace, opts.probe.as_ref()));
+    checks.push(toolchain::libclang(
+        env,
+        &pins,
+        &workspace,
+        opts.probe.as_ref(),
+    ));
     checks.push(toolchain::rustc(env, &pins));
     checks.push(toolchain::maturin(env, &pins, &workspace));
 
@@ -200,24 +227,43 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
     checks.extend(traps::runtime_libs(env, &loader, &pins));
 
     // The toolkit a build would use: CUDA_HOME, else CUDA_PATH, else the one nvcc lives in.
-    let cuda_home = ["CUDA_HOME", "CUDA_PATH"].iter().find_map(|v| env.get(v).map(PathBuf::from)).or_else(|| {
-        toolchain::locate_nvcc(env, &workspace).ok().and_then(|n| Some(n.parent()?.parent()?.to_path_buf()))
-    });
+    let cuda_home = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .find_map(|v| env.get(v).map(PathBuf::from))
+        .or_else(|| {
+            toolchain::locate_nvcc(env, &workspace)
+                .ok()
+                .and_then(|n| Some(n.parent()?.parent()?.to_path_buf()))
+        });
     checks.push(link::check(env, cuda_home.as_deref()));
 
     let checks = checks
         .into_iter()
         .map(|c| {
             if opts.skip.iter().any(|s| s == c.id) {
-                let message = format!("waived (--skip); it said: {} {}", c.status.label(), c.message);
-                Check { status: Status::Skip, message, fix: Vec::new(), ..c }
+                let message = format!(
+                    "waived (--skip); it said: {} {}",
+                    c.status.label(),
+                    c.message
+                );
+                Check {
+                    status: Status::Skip,
+                    message,
+                    fix: Vec::new(),
+                    ..c
+                }
             } else {
                 c
             }
         })
         .collect();
     let elapsed_ms = started.elapsed().as_millis() as u64;
-    Ok(Report::new(opts.mode, pins_path.map(|p| p.display().to_string()), checks, elapsed_ms))
+    Ok(Report::new(
+        opts.mode,
+        pins_path.map(|p| p.display().to_string()),
+        checks,
+        elapsed_ms,
+    ))
 }
 
 #[cfg(test)]
@@ -228,7 +274,10 @@ mod tests {
         let rows = doc.lines().filter(|l| l.starts_with("//! | `")).count();
         assert_eq!(rows, super::CHECK_IDS.len(), "table rows vs CHECK_IDS");
         for id in super::CHECK_IDS {
-            assert!(doc.contains(&format!("//! | `{id}` |")), "{id} undocumented");
+            assert!(
+                doc.contains(&format!("//! | `{id}` |")),
+                "{id} undocumented"
+            );
         }
     }
 }

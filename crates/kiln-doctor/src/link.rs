@@ -59,7 +59,8 @@ int kiln_link_probe(void) {
 }
 "#;
 
-const PROBE_MAIN_C: &str = "int kiln_link_probe(void);\nint main(void) { return kiln_link_probe(); }\n";
+const PROBE_MAIN_C: &str =
+    "int kiln_link_probe(void);\nint main(void) { return kiln_link_probe(); }\n";
 
 /// Where a build looks for `-lcuda`: the toolkit's lib dirs (nvcc itself passes lib64 and
 /// lib64/stubs) and LIBRARY_PATH; the compiler adds its default dirs.
@@ -82,7 +83,11 @@ pub fn picked_libcuda(trace: &str) -> Option<PathBuf> {
     trace
         .lines()
         .map(str::trim)
-        .find(|l| Path::new(l).file_name().is_some_and(|n| n.to_string_lossy().starts_with("libcuda.so")))
+        .find(|l| {
+            Path::new(l)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libcuda.so"))
+        })
         .map(PathBuf::from)
 }
 
@@ -103,26 +108,53 @@ const RUNTIME_LOAD_FIX: &str =
     "best: do not link the driver at all — load libcuda.so.1 at run time (dlopen, or cudarc with `dynamic-loading`), as kiln does";
 
 pub fn check(env: &Env, cuda_home: Option<&Path>) -> Check {
-    let cc = env.get("CC").map(PathBuf::from).or_else(|| env.which("cc")).or_else(|| env.which("gcc"));
+    let cc = env
+        .get("CC")
+        .map(PathBuf::from)
+        .or_else(|| env.which("cc"))
+        .or_else(|| env.which("gcc"));
     let Some(cc) = cc else {
-        return Check::fail(ID, Scope::Build, "no C compiler (CC, cc or gcc) to run the link preflight with")
-            .with_fix("install gcc (Debian: `apt-get install build-essential`)");
+        return Check::fail(
+            ID,
+            Scope::Build,
+            "no C compiler (CC, cc or gcc) to run the link preflight with",
+        )
+        .with_fix("install gcc (Debian: `apt-get install build-essential`)");
     };
     let dir = match tempfile::tempdir() {
         Ok(d) => d,
-        Err(e) => return Check::fail(ID, Scope::Build, format!("cannot create a temporary directory: {e}")),
+        Err(e) => {
+            return Check::fail(
+                ID,
+                Scope::Build,
+                format!("cannot create a temporary directory: {e}"),
+            )
+        }
     };
-    let (lib_c, main_c) = (dir.path().join("kiln_link_probe.c"), dir.path().join("main.c"));
+    let (lib_c, main_c) = (
+        dir.path().join("kiln_link_probe.c"),
+        dir.path().join("main.c"),
+    );
     for (p, text) in [(&lib_c, PROBE_LIB_C), (&main_c, PROBE_MAIN_C)] {
         if let Err(e) = std::fs::write(p, text) {
-            return Check::fail(ID, Scope::Build, format!("cannot write {}: {e}", p.display()));
+            return Check::fail(
+                ID,
+                Scope::Build,
+                format!("cannot write {}: {e}", p.display()),
+            );
         }
     }
     let dirs = link_dirs(env, cuda_home);
     let looked = if dirs.is_empty() {
         "the compiler's default dirs".to_string()
     } else {
-        format!("{} and the compiler's default dirs", dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "))
+        format!(
+            "{} and the compiler's default dirs",
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     };
 
     // Step 1: a shared library linking -lcuda; every symbol must resolve against that libcuda.
@@ -148,7 +180,9 @@ pub fn check(env: &Env, cuda_home: Option<&Path>) -> Check {
             .with_fix("or, to link anyway, use the toolkit's stub: -L$CUDA_HOME/lib64/stubs (it must never be on LD_LIBRARY_PATH)");
         }
         let undefined = undefined_symbols(&text);
-        let picked = picked_libcuda(&text).map(|p| p.display().to_string()).unwrap_or_else(|| "libcuda".into());
+        let picked = picked_libcuda(&text)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "libcuda".into());
         return Check::fail(
             ID,
             Scope::Build,
@@ -170,7 +204,11 @@ pub fn check(env: &Env, cuda_home: Option<&Path>) -> Check {
     // ld must then find libcuda.so.1 (the library's NEEDED) to resolve the cuMem* references.
     let exe = dir.path().join("kiln_link_probe");
     let mut cmd = env.command(&cc);
-    cmd.arg("-o").arg(&exe).arg(&main_c).arg(format!("-L{}", dir.path().display())).arg("-lkiln_link_probe");
+    cmd.arg("-o")
+        .arg(&exe)
+        .arg(&main_c)
+        .arg(format!("-L{}", dir.path().display()))
+        .arg("-lkiln_link_probe");
     cmd.arg(format!("-Wl,-rpath-link,{}", picked_dir.display()));
     let (ok, text) = match capture(&mut cmd) {
         Ok(r) => r,
@@ -184,7 +222,11 @@ pub fn check(env: &Env, cuda_home: Option<&Path>) -> Check {
             picked.display()
         );
         if !undefined.is_empty() {
-            msg.push_str(&format!("; {} references stay undefined ({})", undefined.len(), undefined.join(", ")));
+            msg.push_str(&format!(
+                "; {} references stay undefined ({})",
+                undefined.len(),
+                undefined.join(", ")
+            ));
         }
         if !needed_missing {
             msg = format!("the final link fails: {}", last_lines(&text, 4));
@@ -198,8 +240,14 @@ pub fn check(env: &Env, cuda_home: Option<&Path>) -> Check {
             .with_fix("or link executables with -Wl,--allow-shlib-undefined (the driver provides the symbols at run time)");
     }
     let stub = picked.components().any(|c| c.as_os_str() == "stubs")
-        || std::fs::metadata(&picked).map(|m| m.len() < (4 << 20)).unwrap_or(false);
-    let what = if stub { "the toolkit's link-time stub" } else { "a driver library" };
+        || std::fs::metadata(&picked)
+            .map(|m| m.len() < (4 << 20))
+            .unwrap_or(false);
+    let what = if stub {
+        "the toolkit's link-time stub"
+    } else {
+        "a driver library"
+    };
     Check::ok(
         ID,
         Scope::Build,
@@ -214,11 +262,17 @@ mod tests {
     #[test]
     fn reads_ld_output() {
         let trace = "/usr/bin/ld: mode elf_x86_64\n/tmp/a.o\n/opt/cuda/lib64/stubs/libcuda.so\n/lib/x86_64-linux-gnu/libc.so.6\n";
-        assert_eq!(picked_libcuda(trace), Some(PathBuf::from("/opt/cuda/lib64/stubs/libcuda.so")));
+        assert_eq!(
+            picked_libcuda(trace),
+            Some(PathBuf::from("/opt/cuda/lib64/stubs/libcuda.so"))
+        );
         let err = "/usr/bin/ld: warning: libcuda.so.1, needed by ./libp.so, not found\n\
                    /usr/bin/ld: ./libp.so: undefined reference to `cuMemCreate'\n\
                    /usr/bin/ld: ./libp.so: undefined reference to `cuInit'\n\
                    /usr/bin/ld: ./libp.so: undefined reference to `cuMemCreate'\n";
-        assert_eq!(undefined_symbols(err), vec!["cuInit".to_string(), "cuMemCreate".to_string()]);
+        assert_eq!(
+            undefined_symbols(err),
+            vec!["cuInit".to_string(), "cuMemCreate".to_string()]
+        );
     }
 }

@@ -58,18 +58,35 @@ fn probe_libcuda(path: &Path) -> LibcudaProbe {
     // SAFETY: this process exists only to load this one file and call cuInit on it.
     let lib = match unsafe { libloading::Library::new(path) } {
         Ok(l) => l,
-        Err(e) => return LibcudaProbe { init: None, error: Some(crate::driver::with_sources(&e)) },
+        Err(e) => {
+            return LibcudaProbe {
+                init: None,
+                error: Some(crate::driver::with_sources(&e)),
+            }
+        }
     };
     // SAFETY: cuInit(unsigned int) -> CUresult (cuda.h).
     let init = unsafe { lib.get::<unsafe extern "C" fn(u32) -> i32>(b"cuInit\0") };
     match init {
-        Ok(f) => LibcudaProbe { init: Some(unsafe { f(0) }), error: None },
-        Err(e) => LibcudaProbe { init: None, error: Some(format!("no cuInit: {}", crate::driver::with_sources(&e))) },
+        Ok(f) => LibcudaProbe {
+            init: Some(unsafe { f(0) }),
+            error: None,
+        },
+        Err(e) => LibcudaProbe {
+            init: None,
+            error: Some(format!("no cuInit: {}", crate::driver::with_sources(&e))),
+        },
     }
 }
 
 fn probe_libclang() -> LibclangProbe {
-    let mut out = LibclangProbe { path: None, version: None, major: None, stddef_error: None, error: None };
+    let mut out = LibclangProbe {
+        path: None,
+        version: None,
+        major: None,
+        stddef_error: None,
+        error: None,
+    };
     // clang-sys finds libclang exactly as bindgen does (LIBCLANG_PATH, then system dirs); its
     // error is a message, where bindgen would panic.
     if let Err(e) = clang_sys::load() {
@@ -83,7 +100,10 @@ fn probe_libclang() -> LibclangProbe {
     // The header bindgen needs most often from the resource dir; BINDGEN_EXTRA_CLANG_ARGS from
     // the environment applies, as in the real build.
     let result = bindgen::Builder::default()
-        .header_contents("kiln_doctor_probe.h", "#include <stddef.h>\ntypedef size_t kiln_doctor_size;\n")
+        .header_contents(
+            "kiln_doctor_probe.h",
+            "#include <stddef.h>\ntypedef size_t kiln_doctor_size;\n",
+        )
         .allowlist_type("kiln_doctor_size")
         .generate();
     if let Err(e) = result {
@@ -93,7 +113,11 @@ fn probe_libclang() -> LibclangProbe {
 }
 
 /// Runs a probe in a child with exactly `env`; Err carries what went wrong with the child.
-pub(crate) fn run<T: for<'de> Deserialize<'de>>(probe: &ProbeCommand, env: &Env, extra: &[&std::ffi::OsStr]) -> Result<T, String> {
+pub(crate) fn run<T: for<'de> Deserialize<'de>>(
+    probe: &ProbeCommand,
+    env: &Env,
+    extra: &[&std::ffi::OsStr],
+) -> Result<T, String> {
     let out = env
         .command(&probe.program)
         .args(&probe.args)
@@ -103,7 +127,9 @@ pub(crate) fn run<T: for<'de> Deserialize<'de>>(probe: &ProbeCommand, env: &Env,
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().rev().find(|l| l.starts_with('{'));
     match line {
-        Some(l) if out.status.success() => serde_json::from_str(l).map_err(|e| format!("unreadable probe output {l:?}: {e}")),
+        Some(l) if out.status.success() => {
+            serde_json::from_str(l).map_err(|e| format!("unreadable probe output {l:?}: {e}"))
+        }
         _ => Err(format!(
             "the probe exited with {} without a result: {}",
             out.status,

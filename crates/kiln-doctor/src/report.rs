@@ -73,8 +73,22 @@ pub struct Check {
 }
 
 impl Check {
-    pub fn new(id: &'static str, scope: Scope, status: Status, message: impl Into<String>) -> Check {
-        Check { id, status, subject: None, message: message.into(), fix: Vec::new(), facts: BTreeMap::new(), scope, softened: false }
+    pub fn new(
+        id: &'static str,
+        scope: Scope,
+        status: Status,
+        message: impl Into<String>,
+    ) -> Check {
+        Check {
+            id,
+            status,
+            subject: None,
+            message: message.into(),
+            fix: Vec::new(),
+            facts: BTreeMap::new(),
+            scope,
+            softened: false,
+        }
     }
     pub fn ok(id: &'static str, scope: Scope, message: impl Into<String>) -> Check {
         Check::new(id, scope, Status::Ok, message)
@@ -103,7 +117,10 @@ impl Check {
 
     /// Applies the mode: a failure outside the machine's role becomes a warning.
     pub(crate) fn soften_for(mut self, mode: Mode) -> Check {
-        let outside = matches!((mode, self.scope), (Mode::RuntimeOnly, Scope::Build) | (Mode::BuildOnly, Scope::Run));
+        let outside = matches!(
+            (mode, self.scope),
+            (Mode::RuntimeOnly, Scope::Build) | (Mode::BuildOnly, Scope::Run)
+        );
         if outside && self.status == Status::Fail {
             self.status = Status::Warn;
             self.softened = true;
@@ -136,7 +153,12 @@ pub struct Report {
 pub const SCHEMA: u32 = 1;
 
 impl Report {
-    pub(crate) fn new(mode: Mode, pins: Option<String>, checks: Vec<Check>, elapsed_ms: u64) -> Report {
+    pub(crate) fn new(
+        mode: Mode,
+        pins: Option<String>,
+        checks: Vec<Check>,
+        elapsed_ms: u64,
+    ) -> Report {
         let checks: Vec<Check> = checks.into_iter().map(|c| c.soften_for(mode)).collect();
         let mut summary = Summary::default();
         for c in &checks {
@@ -147,7 +169,14 @@ impl Report {
                 Status::Skip => summary.skip += 1,
             }
         }
-        Report { schema: SCHEMA, mode, pins, checks, summary, elapsed_ms }
+        Report {
+            schema: SCHEMA,
+            mode,
+            pins,
+            checks,
+            summary,
+            elapsed_ms,
+        }
     }
 
     pub fn failed(&self) -> bool {

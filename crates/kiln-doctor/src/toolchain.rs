@@ -16,7 +16,9 @@ const BOOTSTRAP_FIX: &str = "install the pinned toolchain: `cargo xtask bootstra
 
 /// Runs `program args` and returns stdout+stderr, or why it could not run.
 pub(crate) fn capture(cmd: &mut Command) -> Result<(bool, String), String> {
-    let out = cmd.output().map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     Ok((out.status.success(), text))
@@ -26,10 +28,19 @@ pub(crate) fn capture(cmd: &mut Command) -> Result<(bool, String), String> {
 pub(crate) fn nvcc_version(env: &Env, path: &Path) -> Result<String, String> {
     let (ok, text) = capture(env.command(path).arg("--version"))?;
     if !ok {
-        return Err(format!("`{} --version` failed: {}", path.display(), text.trim()));
+        return Err(format!(
+            "`{} --version` failed: {}",
+            path.display(),
+            text.trim()
+        ));
     }
-    toolkit::parse_nvcc_version(&text)
-        .ok_or_else(|| format!("`{} --version` printed no version: {:?}", path.display(), text.trim()))
+    toolkit::parse_nvcc_version(&text).ok_or_else(|| {
+        format!(
+            "`{} --version` printed no version: {:?}",
+            path.display(),
+            text.trim()
+        )
+    })
 }
 
 /// nvcc as kiln-build finds it.
@@ -51,12 +62,18 @@ pub fn nvcc_checks(env: &Env, pins: &Pins, workspace: &Path) -> Vec<Check> {
         Err(e) => {
             let msg = e.to_string();
             let first = msg.lines().next().unwrap_or_default().to_string();
-            return skipped(vec![Check::fail("toolchain.nvcc", Scope::Build, first).with_fix(BOOTSTRAP_FIX)]);
+            return skipped(vec![
+                Check::fail("toolchain.nvcc", Scope::Build, first).with_fix(BOOTSTRAP_FIX)
+            ]);
         }
     };
     let version = match nvcc_version(env, &nvcc) {
         Ok(v) => v,
-        Err(e) => return skipped(vec![Check::fail("toolchain.nvcc", Scope::Build, e).with_fix(BOOTSTRAP_FIX)]),
+        Err(e) => {
+            return skipped(vec![
+                Check::fail("toolchain.nvcc", Scope::Build, e).with_fix(BOOTSTRAP_FIX)
+            ])
+        }
     };
     let pinned = &pins.toolchain.nvcc;
     if &version != pinned {
@@ -68,9 +85,13 @@ pub fn nvcc_checks(env: &Env, pins: &Pins, workspace: &Path) -> Vec<Check> {
         .with_fix(BOOTSTRAP_FIX)
         .with_fix("or point KILN_NVCC / CUDA_HOME at the pinned toolkit")]);
     }
-    let mut checks = vec![Check::ok("toolchain.nvcc", Scope::Build, format!("nvcc {version} at {} (the pinned version)", nvcc.display()))
-        .with_fact("path", nvcc.display().to_string())
-        .with_fact("version", version.clone())];
+    let mut checks = vec![Check::ok(
+        "toolchain.nvcc",
+        Scope::Build,
+        format!("nvcc {version} at {} (the pinned version)", nvcc.display()),
+    )
+    .with_fact("path", nvcc.display().to_string())
+    .with_fact("version", version.clone())];
     let targets: Vec<String> = pins.matrix.targets().iter().map(|t| t.name()).collect();
     checks.push(match toolkit::preflight(&nvcc, pins) {
         Ok(tk) => Check::ok(
@@ -92,23 +113,44 @@ fn host_compiler(env: &Env, pins: &Pins, nvcc: &Path) -> Check {
     const ID: &str = "toolchain.host-compiler";
     let dir = match tempfile::tempdir() {
         Ok(d) => d,
-        Err(e) => return Check::fail(ID, Scope::Build, format!("cannot create a temporary directory: {e}")),
+        Err(e) => {
+            return Check::fail(
+                ID,
+                Scope::Build,
+                format!("cannot create a temporary directory: {e}"),
+            )
+        }
     };
     let src = dir.path().join("kiln_doctor_host.cu");
     let code = "__global__ void kiln_doctor_k(int *p) { *p = 1; }\nint main() { kiln_doctor_k<<<1, 1>>>(nullptr); return 0; }\n";
     if let Err(e) = std::fs::write(&src, code) {
-        return Check::fail(ID, Scope::Build, format!("cannot write {}: {e}", src.display()));
+        return Check::fail(
+            ID,
+            Scope::Build,
+            format!("cannot write {}: {e}", src.display()),
+        );
     }
-    let arch = pins.matrix.sass().next().expect("matrix is never empty").sm();
+    let arch = pins
+        .matrix
+        .sass()
+        .next()
+        .expect("matrix is never empty")
+        .sm();
     let obj = dir.path().join("kiln_doctor_host.o");
     let args = |cmd: &mut Command| {
-        cmd.arg("-c").arg(format!("-arch={arch}")).arg(&src).arg("-o").arg(&obj);
+        cmd.arg("-c")
+            .arg(format!("-arch={arch}"))
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj);
     };
     // --dryrun names the host compiler nvcc will run (NVCC_CCBIN / -ccbin / PATH's gcc).
     let mut dry = env.command(nvcc);
     args(&mut dry);
     dry.arg("--dryrun");
-    let host = capture(&mut dry).ok().and_then(|(_, text)| host_compiler_from_dryrun(&text));
+    let host = capture(&mut dry)
+        .ok()
+        .and_then(|(_, text)| host_compiler_from_dryrun(&text));
     let host_version = host.as_ref().and_then(|h| {
         let (ok, text) = capture(env.command(h).arg("--version")).ok()?;
         ok.then(|| text.lines().next().unwrap_or_default().trim().to_string())
@@ -138,7 +180,11 @@ pub fn host_compiler_from_dryrun(text: &str) -> Option<String> {
 }
 
 pub(crate) fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
@@ -147,7 +193,11 @@ pub(crate) fn last_lines(text: &str, n: usize) -> String {
 pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCommand>) -> Check {
     const ID: &str = "toolchain.libclang";
     let Some(probe) = probe else {
-        return Check::skip(ID, Scope::Build, "no probe command to load libclang in isolation (library use without the kiln binary)");
+        return Check::skip(
+            ID,
+            Scope::Build,
+            "no probe command to load libclang in isolation (library use without the kiln binary)",
+        );
     };
     // Same default as kiln-build: the bootstrap's libclang when LIBCLANG_PATH is unset.
     let mut child_env = env.clone();
@@ -155,31 +205,63 @@ pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCo
     if env.get("LIBCLANG_PATH").is_none() && bootstrap.join("libclang.so").exists() {
         child_env.set("LIBCLANG_PATH", &bootstrap);
         if env.get("BINDGEN_EXTRA_CLANG_ARGS").is_none() {
-            child_env.set("BINDGEN_EXTRA_CLANG_ARGS", format!("-resource-dir={}", bootstrap.join("resource").display()));
+            child_env.set(
+                "BINDGEN_EXTRA_CLANG_ARGS",
+                format!("-resource-dir={}", bootstrap.join("resource").display()),
+            );
         }
     }
     let resource = child_env
         .get("BINDGEN_EXTRA_CLANG_ARGS")
         .and_then(|a| a.to_str())
-        .and_then(|a| a.split_whitespace().find_map(|w| w.strip_prefix("-resource-dir=")).map(str::to_string));
-    let resource_text = resource.clone().map(|r| format!("resource dir {r}")).unwrap_or_else(|| "libclang's built-in resource dir".into());
-    let result: Result<LibclangProbe, String> = probe::run(probe, &child_env, &["libclang".as_ref()]);
+        .and_then(|a| {
+            a.split_whitespace()
+                .find_map(|w| w.strip_prefix("-resource-dir="))
+                .map(str::to_string)
+        });
+    let resource_text = resource
+        .clone()
+        .map(|r| format!("resource dir {r}"))
+        .unwrap_or_else(|| "libclang's built-in resource dir".into());
+    let result: Result<LibclangProbe, String> =
+        probe::run(probe, &child_env, &["libclang".as_ref()]);
     let p = match result {
         Ok(p) => p,
-        Err(e) => return Check::fail(ID, Scope::Build, format!("loading libclang crashed or failed: {e}")).with_fix(BOOTSTRAP_FIX),
+        Err(e) => {
+            return Check::fail(
+                ID,
+                Scope::Build,
+                format!("loading libclang crashed or failed: {e}"),
+            )
+            .with_fix(BOOTSTRAP_FIX)
+        }
     };
     if let Some(e) = p.error {
         let first = e.lines().next().unwrap_or_default();
-        return Check::fail(ID, Scope::Build, format!("libclang not found (bindgen needs it): {first}"))
-            .with_fix(BOOTSTRAP_FIX)
-            .with_fix("or set LIBCLANG_PATH to the directory holding libclang.so");
+        return Check::fail(
+            ID,
+            Scope::Build,
+            format!("libclang not found (bindgen needs it): {first}"),
+        )
+        .with_fix(BOOTSTRAP_FIX)
+        .with_fix("or set LIBCLANG_PATH to the directory holding libclang.so");
     }
-    let path = p.path.map(|p| p.display().to_string()).unwrap_or_else(|| "?".into());
+    let path = p
+        .path
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "?".into());
     let version = p.version.unwrap_or_default();
     if p.major != Some(pins.toolchain.clang_major) {
-        return Check::fail(ID, Scope::Build, format!("libclang at {path} is {version:?}, but kiln pins clang {}", pins.toolchain.clang_major))
-            .with_fix(BOOTSTRAP_FIX)
-            .with_fix("or set LIBCLANG_PATH to a libclang of the pinned major");
+        return Check::fail(
+            ID,
+            Scope::Build,
+            format!(
+                "libclang at {path} is {version:?}, but kiln pins clang {}",
+                pins.toolchain.clang_major
+            ),
+        )
+        .with_fix(BOOTSTRAP_FIX)
+        .with_fix("or set LIBCLANG_PATH to a libclang of the pinned major");
     }
     if let Some(e) = p.stddef_error {
         return Check::fail(
@@ -189,23 +271,42 @@ pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCo
         )
         .with_fix("point bindgen at clang's resource dir: BINDGEN_EXTRA_CLANG_ARGS=-resource-dir=<dir with include/stddef.h> (`source .toolchain/env` sets it)");
     }
-    Check::ok(ID, Scope::Build, format!("{version} at {path}; <stddef.h> resolves ({resource_text})"))
+    Check::ok(
+        ID,
+        Scope::Build,
+        format!("{version} at {path}; <stddef.h> resolves ({resource_text})"),
+    )
 }
 
 /// `toolchain.rustc`: stable is what builds here; the flake's nightly is for Nix users.
 pub fn rustc(env: &Env, pins: &Pins) -> Check {
     const ID: &str = "toolchain.rustc";
-    let program = env.get("RUSTC").map(PathBuf::from).or_else(|| env.which("rustc"));
+    let program = env
+        .get("RUSTC")
+        .map(PathBuf::from)
+        .or_else(|| env.which("rustc"));
     let Some(program) = program else {
-        return Check::fail(ID, Scope::Build, "rustc not found on PATH")
-            .with_fix(format!("install stable Rust (rustup) or enter `nix develop` (nightly-{})", pins.toolchain.rust_nightly));
+        return Check::fail(ID, Scope::Build, "rustc not found on PATH").with_fix(format!(
+            "install stable Rust (rustup) or enter `nix develop` (nightly-{})",
+            pins.toolchain.rust_nightly
+        ));
     };
     let text = match capture(env.command(&program).arg("-vV")) {
         Ok((true, t)) => t,
-        Ok((false, t)) => return Check::fail(ID, Scope::Build, format!("`{} -vV` failed: {}", program.display(), last_lines(&t, 3))),
+        Ok((false, t)) => {
+            return Check::fail(
+                ID,
+                Scope::Build,
+                format!("`{} -vV` failed: {}", program.display(), last_lines(&t, 3)),
+            )
+        }
         Err(e) => return Check::fail(ID, Scope::Build, e),
     };
-    let field = |k: &str| text.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim().to_string());
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim().to_string())
+    };
     let release = field("release:").unwrap_or_default();
     let date = field("commit-date:").unwrap_or_default();
     let nightly = release.contains("nightly");
@@ -217,7 +318,11 @@ pub fn rustc(env: &Env, pins: &Pins) -> Check {
             _ => false,
         };
         return if matches {
-            Check::ok(ID, Scope::Build, format!("rustc {release} (commit {date}) is the flake's nightly-{pinned}"))
+            Check::ok(
+                ID,
+                Scope::Build,
+                format!("rustc {release} (commit {date}) is the flake's nightly-{pinned}"),
+            )
         } else {
             Check::warn(ID, Scope::Build, format!("rustc {release} (commit {date}) is not the flake's nightly-{pinned}"))
                 .with_fix(format!("`nix develop` for nightly-{pinned}, or build with stable (the workspace builds on stable)"))
@@ -243,7 +348,11 @@ pub fn rustc(env: &Env, pins: &Pins) -> Check {
 fn workspace_rust_version(manifest: &Path) -> Option<String> {
     let text = std::fs::read_to_string(manifest).ok()?;
     let doc: toml::Table = toml::from_str(&text).ok()?;
-    doc.get("workspace")?.get("package")?.get("rust-version")?.as_str().map(str::to_string)
+    doc.get("workspace")?
+        .get("package")?
+        .get("rust-version")?
+        .as_str()
+        .map(str::to_string)
 }
 
 /// Days since 1970-01-01 of "YYYY-MM-DD" (proleptic Gregorian), to compare two dates.
@@ -261,30 +370,66 @@ fn day_number(date: &str) -> Option<i64> {
 fn version_tuple(v: &str) -> Option<(u32, u32, u32)> {
     let core = v.split(['-', ' ']).next()?;
     let mut it = core.split('.').map(|p| p.parse::<u32>().ok());
-    Some((it.next()??, it.next().flatten().unwrap_or(0), it.next().flatten().unwrap_or(0)))
+    Some((
+        it.next()??,
+        it.next().flatten().unwrap_or(0),
+        it.next().flatten().unwrap_or(0),
+    ))
 }
 
 /// `toolchain.maturin`: builds the wheel; missing is a warning (only the wheel needs it).
 pub fn maturin(env: &Env, pins: &Pins, workspace: &Path) -> Check {
     const ID: &str = "toolchain.maturin";
     let bootstrap = workspace.join(".toolchain/py/bin/maturin");
-    let program = env.which("maturin").or_else(|| bootstrap.is_file().then_some(bootstrap));
+    let program = env
+        .which("maturin")
+        .or_else(|| bootstrap.is_file().then_some(bootstrap));
     let pinned = &pins.toolchain.maturin;
     let Some(program) = program else {
-        return Check::warn(ID, Scope::Build, format!("maturin not found (needed only to build the wheel; pinned {pinned})"))
-            .with_fix(BOOTSTRAP_FIX);
+        return Check::warn(
+            ID,
+            Scope::Build,
+            format!("maturin not found (needed only to build the wheel; pinned {pinned})"),
+        )
+        .with_fix(BOOTSTRAP_FIX);
     };
     match capture(env.command(&program).arg("--version")) {
         Ok((true, text)) => {
-            let found = text.split_whitespace().nth(1).unwrap_or_default().to_string();
+            let found = text
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
             if &found == pinned {
-                Check::ok(ID, Scope::Build, format!("maturin {found} at {} (the pinned version)", program.display()))
+                Check::ok(
+                    ID,
+                    Scope::Build,
+                    format!(
+                        "maturin {found} at {} (the pinned version)",
+                        program.display()
+                    ),
+                )
             } else {
-                Check::fail(ID, Scope::Build, format!("maturin at {} is {found:?}, but kiln pins maturin {pinned}", program.display()))
-                    .with_fix(BOOTSTRAP_FIX)
+                Check::fail(
+                    ID,
+                    Scope::Build,
+                    format!(
+                        "maturin at {} is {found:?}, but kiln pins maturin {pinned}",
+                        program.display()
+                    ),
+                )
+                .with_fix(BOOTSTRAP_FIX)
             }
         }
-        Ok((false, text)) => Check::fail(ID, Scope::Build, format!("`{} --version` failed: {}", program.display(), last_lines(&text, 3))),
+        Ok((false, text)) => Check::fail(
+            ID,
+            Scope::Build,
+            format!(
+                "`{} --version` failed: {}",
+                program.display(),
+                last_lines(&text, 3)
+            ),
+        ),
         Err(e) => Check::fail(ID, Scope::Build, e),
     }
 }
@@ -305,7 +450,13 @@ mod tests {
         assert!(version_tuple("1.95.0").unwrap() > version_tuple("1.85").unwrap());
         assert_eq!(version_tuple("1.96.0-nightly"), Some((1, 96, 0)));
         assert_eq!(day_number("1970-01-01"), Some(0));
-        assert_eq!(day_number("2026-03-01").unwrap() - day_number("2026-02-28").unwrap(), 1);
-        assert_eq!(day_number("2024-03-01").unwrap() - day_number("2024-02-28").unwrap(), 2);
+        assert_eq!(
+            day_number("2026-03-01").unwrap() - day_number("2026-02-28").unwrap(),
+            1
+        );
+        assert_eq!(
+            day_number("2024-03-01").unwrap() - day_number("2024-02-28").unwrap(),
+            2
+        );
     }
 }

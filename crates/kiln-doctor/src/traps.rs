@@ -16,25 +16,41 @@ use crate::toolchain::nvcc_version;
 const STUB_MAX_BYTES: u64 = 4 << 20;
 
 /// Why a file is taken for the stub, or None for a real driver.
-fn stub_reason(f: &Found, driver: &Result<Driver, NotLoaded>, probe: Option<&ProbeCommand>, env: &Env) -> Option<String> {
+fn stub_reason(
+    f: &Found,
+    driver: &Result<Driver, NotLoaded>,
+    probe: Option<&ProbeCommand>,
+    env: &Env,
+) -> Option<String> {
     if let Ok(d) = driver {
         if same_file(&f.path, &d.path) {
-            return (d.init == CUDA_ERROR_STUB_LIBRARY).then(|| "its cuInit returns CUDA_ERROR_STUB_LIBRARY".to_string());
+            return (d.init == CUDA_ERROR_STUB_LIBRARY)
+                .then(|| "its cuInit returns CUDA_ERROR_STUB_LIBRARY".to_string());
         }
     }
-    let in_stubs = f.path.components().any(|c| matches!(c, Component::Normal(n) if n == "stubs"));
+    let in_stubs = f
+        .path
+        .components()
+        .any(|c| matches!(c, Component::Normal(n) if n == "stubs"));
     let size = std::fs::metadata(&f.path).map(|m| m.len()).ok();
     let small = size.is_some_and(|s| s < STUB_MAX_BYTES);
     if !in_stubs && !small {
         return None;
     }
     // Confirm in a child: loading a suspect library into the doctor itself could poison it.
-    let probed = probe.map(|p| probe::run::<LibcudaProbe>(p, env, &["libcuda".as_ref(), f.path.as_os_str()]));
+    let probed = probe
+        .map(|p| probe::run::<LibcudaProbe>(p, env, &["libcuda".as_ref(), f.path.as_os_str()]));
     match probed {
-        Some(Ok(LibcudaProbe { init: Some(CUDA_ERROR_STUB_LIBRARY), .. })) => Some("its cuInit returns CUDA_ERROR_STUB_LIBRARY".into()),
+        Some(Ok(LibcudaProbe {
+            init: Some(CUDA_ERROR_STUB_LIBRARY),
+            ..
+        })) => Some("its cuInit returns CUDA_ERROR_STUB_LIBRARY".into()),
         _ if in_stubs => Some("it sits in a `stubs` directory".into()),
         Some(Ok(LibcudaProbe { init: Some(_), .. })) => None,
-        _ => Some(format!("it is only {} bytes (a driver is tens of MB)", size.unwrap_or(0))),
+        _ => Some(format!(
+            "it is only {} bytes (a driver is tens of MB)",
+            size.unwrap_or(0)
+        )),
     }
 }
 
@@ -46,16 +62,30 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 fn dir_fix(f: &Found) -> String {
-    let dir = f.path.parent().map(|p| p.display().to_string()).unwrap_or_default();
+    let dir = f
+        .path
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     match f.via {
-        Via::LdLibraryPath => format!("remove {dir} from LD_LIBRARY_PATH (link against stubs with -L only)"),
+        Via::LdLibraryPath => {
+            format!("remove {dir} from LD_LIBRARY_PATH (link against stubs with -L only)")
+        }
         Via::LdconfigCache => format!("remove {dir} from /etc/ld.so.conf.d/*, then run `ldconfig`"),
-        Via::DefaultDir => format!("delete or move {} (it shadows the driver in a default library directory)", f.path.display()),
+        Via::DefaultDir => format!(
+            "delete or move {} (it shadows the driver in a default library directory)",
+            f.path.display()
+        ),
     }
 }
 
 /// `trap.stub-libcuda` (one per stub found) and `trap.unversioned-libcuda`.
-pub fn libcuda(env: &Env, loader: &LoaderPath, driver: &Result<Driver, NotLoaded>, probe: Option<&ProbeCommand>) -> Vec<Check> {
+pub fn libcuda(
+    env: &Env,
+    loader: &LoaderPath,
+    driver: &Result<Driver, NotLoaded>,
+    probe: Option<&ProbeCommand>,
+) -> Vec<Check> {
     let mut checks = Vec::new();
     let mut stubs = 0;
     for name in ["libcuda.so.1", "libcuda.so"] {
@@ -86,16 +116,29 @@ pub fn libcuda(env: &Env, loader: &LoaderPath, driver: &Result<Driver, NotLoaded
     checks
 }
 
-fn unversioned(env: &Env, loader: &LoaderPath, driver: &Result<Driver, NotLoaded>, probe: Option<&ProbeCommand>) -> Check {
+fn unversioned(
+    env: &Env,
+    loader: &LoaderPath,
+    driver: &Result<Driver, NotLoaded>,
+    probe: Option<&ProbeCommand>,
+) -> Check {
     const ID: &str = "trap.unversioned-libcuda";
     let Some(first) = loader.find("libcuda.so").into_iter().next() else {
-        return Check::ok(ID, Scope::Run, "no unversioned libcuda.so on the loader path; nothing can pick it before libcuda.so.1");
+        return Check::ok(
+            ID,
+            Scope::Run,
+            "no unversioned libcuda.so on the loader path; nothing can pick it before libcuda.so.1",
+        );
     };
     let picked = format!("dlopen(\"libcuda.so\") — which cudarc and other loaders try before libcuda.so.1 — picks {} ({})", first.path.display(), first.via.describe());
     if let Some(why) = stub_reason(&first, driver, probe, env) {
-        return Check::fail(ID, Scope::Run, format!("{picked}, the toolkit's stub ({why})"))
-            .with_fix(dir_fix(&first))
-            .with_fix("load the driver as `libcuda.so.1` only (kiln does)");
+        return Check::fail(
+            ID,
+            Scope::Run,
+            format!("{picked}, the toolkit's stub ({why})"),
+        )
+        .with_fix(dir_fix(&first))
+        .with_fix("load the driver as `libcuda.so.1` only (kiln does)");
     }
     match driver {
         Ok(d) if same_file(&first.path, &d.path) => {
@@ -121,17 +164,29 @@ pub fn cuda_home(env: &Env) -> Check {
         }
     }
     if homes.is_empty() {
-        return Check::ok(ID, Scope::Build, "CUDA_HOME and CUDA_PATH are unset (builds find the toolkit through PATH)");
+        return Check::ok(
+            ID,
+            Scope::Build,
+            "CUDA_HOME and CUDA_PATH are unset (builds find the toolkit through PATH)",
+        );
     }
     for (var, home) in &homes {
         let nvcc = home.join("bin/nvcc");
         if !nvcc.is_file() {
-            return Check::fail(ID, Scope::Build, format!("{var}={} holds no bin/nvcc", home.display()))
-                .with_fix(format!("point {var} at the pinned toolkit (`source .toolchain/env`) or unset it"));
+            return Check::fail(
+                ID,
+                Scope::Build,
+                format!("{var}={} holds no bin/nvcc", home.display()),
+            )
+            .with_fix(format!(
+                "point {var} at the pinned toolkit (`source .toolchain/env`) or unset it"
+            ));
         }
         let home_version = match nvcc_version(env, &nvcc) {
             Ok(v) => v,
-            Err(e) => return Check::fail(ID, Scope::Build, format!("{var}={}: {e}", home.display())),
+            Err(e) => {
+                return Check::fail(ID, Scope::Build, format!("{var}={}: {e}", home.display()))
+            }
         };
         if let Some((p, Ok(pv))) = &path_version {
             if *pv != home_version {
@@ -146,8 +201,16 @@ pub fn cuda_home(env: &Env) -> Check {
     }
     if let [(v1, h1), (v2, h2)] = homes.as_slice() {
         if !same_file(h1, h2) {
-            return Check::warn(ID, Scope::Build, format!("{v1}={} and {v2}={} differ (same nvcc version)", h1.display(), h2.display()))
-                .with_fix(format!("set both to the same toolkit, or unset {v2}"));
+            return Check::warn(
+                ID,
+                Scope::Build,
+                format!(
+                    "{v1}={} and {v2}={} differ (same nvcc version)",
+                    h1.display(),
+                    h2.display()
+                ),
+            )
+            .with_fix(format!("set both to the same toolkit, or unset {v2}"));
         }
     }
     let (var, home) = &homes[0];
@@ -155,7 +218,11 @@ pub fn cuda_home(env: &Env) -> Check {
         Some((p, Ok(v))) => format!("the nvcc on PATH ({}, {v})", p.display()),
         _ => "no nvcc on PATH to disagree with".into(),
     };
-    Check::ok(ID, Scope::Build, format!("{var}={} agrees with {tail}", home.display()))
+    Check::ok(
+        ID,
+        Scope::Build,
+        format!("{var}={} agrees with {tail}", home.display()),
+    )
 }
 
 /// `trap.runtime-lib`, one per pinned runtime library: is each soname reachable at run time —
@@ -174,14 +241,28 @@ pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
         let mut missing = Vec::new();
         let mut other_release = Vec::new();
         for soname in &lib.sonames {
-            let hit = loader.find(soname).into_iter().next().map(|f| (f.path, f.via.describe().to_string())).or_else(|| {
-                cuda_home.iter().map(|d| (d.join(soname), "CUDA_HOME")).chain(wheel_dirs.iter().map(|d| (d.join(soname), "Python site-packages")))
-                    .find(|(p, _)| p.exists())
-                    .map(|(p, w)| (p, w.to_string()))
-            });
+            let hit = loader
+                .find(soname)
+                .into_iter()
+                .next()
+                .map(|f| (f.path, f.via.describe().to_string()))
+                .or_else(|| {
+                    cuda_home
+                        .iter()
+                        .map(|d| (d.join(soname), "CUDA_HOME"))
+                        .chain(
+                            wheel_dirs
+                                .iter()
+                                .map(|d| (d.join(soname), "Python site-packages")),
+                        )
+                        .find(|(p, _)| p.exists())
+                        .map(|(p, w)| (p, w.to_string()))
+                });
             match hit {
                 Some((p, via)) => {
-                    if let Some(v) = file_version(&p, soname).filter(|v| !same_release(v, &lib.version)) {
+                    if let Some(v) =
+                        file_version(&p, soname).filter(|v| !same_release(v, &lib.version))
+                    {
                         other_release.push(format!("{soname} at {} is {v}", p.display()));
                     }
                     found.push(format!("{soname} at {} ({via})", p.display()))
@@ -193,11 +274,22 @@ pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
             Check::warn(
                 "trap.runtime-lib",
                 Scope::Run,
-                format!("{name}: {} (kiln pins {})", other_release.join(", "), lib.version),
+                format!(
+                    "{name}: {} (kiln pins {})",
+                    other_release.join(", "),
+                    lib.version
+                ),
             )
-            .with_fix(format!("`python3 -m pip install {}`, and put its lib dir first", lib.requirement()))
+            .with_fix(format!(
+                "`python3 -m pip install {}`, and put its lib dir first",
+                lib.requirement()
+            ))
         } else if missing.is_empty() {
-            Check::ok("trap.runtime-lib", Scope::Run, format!("{name} {}: {}", lib.version, found.join(", ")))
+            Check::ok(
+                "trap.runtime-lib",
+                Scope::Run,
+                format!("{name} {}: {}", lib.version, found.join(", ")),
+            )
         } else {
             Check::warn(
                 "trap.runtime-lib",
@@ -223,7 +315,10 @@ fn file_version(path: &Path, soname: &str) -> Option<String> {
     let name = real.file_name()?.to_str()?;
     let stem = soname.split(".so.").next()?;
     let v = name.strip_prefix(stem)?.strip_prefix(".so.")?;
-    (v.split('.').count() >= 2 && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))).then(|| v.to_string())
+    (v.split('.').count() >= 2
+        && v.split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+    .then(|| v.to_string())
 }
 
 /// Same major.minor ("9.27.0" vs the pin "9.27.0.42").
@@ -233,10 +328,22 @@ fn same_release(found: &str, pinned: &str) -> bool {
 
 /// sys.path of the python3 on PATH (site-packages where the nvidia-* wheels install).
 fn python_site_dirs(env: &Env) -> Vec<PathBuf> {
-    let Some(py) = env.which("python3") else { return Vec::new() };
-    let out = env.command(py).args(["-c", "import sys; print('\\n'.join(p for p in sys.path if p))"]).output();
+    let Some(py) = env.which("python3") else {
+        return Vec::new();
+    };
+    let out = env
+        .command(py)
+        .args([
+            "-c",
+            "import sys; print('\\n'.join(p for p in sys.path if p))",
+        ])
+        .output();
     match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).lines().map(PathBuf::from).filter(|p| p.is_dir()).collect(),
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -255,6 +362,9 @@ mod tests {
         assert!(!same_release(&v, "9.27.0.42"));
         assert!(same_release("9.27.0", "9.27.0.42"));
         std::fs::write(dir.path().join("libnccl.so.2"), b"x").unwrap();
-        assert_eq!(file_version(&dir.path().join("libnccl.so.2"), "libnccl.so.2"), None);
+        assert_eq!(
+            file_version(&dir.path().join("libnccl.so.2"), "libnccl.so.2"),
+            None
+        );
     }
 }

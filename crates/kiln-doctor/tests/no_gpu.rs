@@ -8,7 +8,11 @@ use std::process::Command;
 use kiln_doctor::{Check, Env, Mode, Options, PinsSource, Report, Status};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
 }
 
 fn run(env: Env) -> Report {
@@ -19,7 +23,9 @@ fn run(env: Env) -> Report {
 
 fn one<'a>(r: &'a Report, id: &'a str) -> &'a Check {
     let mut it = r.by_id(id);
-    let c = it.next().unwrap_or_else(|| panic!("no check {id} in {}", r.to_json()));
+    let c = it
+        .next()
+        .unwrap_or_else(|| panic!("no check {id} in {}", r.to_json()));
     assert!(it.next().is_none(), "{id} appears more than once");
     c
 }
@@ -41,14 +47,24 @@ fn build_stub(dir: &Path, name: &str) -> PathBuf {
 /// True when the system linker finds a libcuda.so by itself (a machine with the driver's
 /// development link); the "nothing to link against" case cannot be made there.
 fn system_has_libcuda() -> bool {
-    let out = Command::new("cc").arg("-print-file-name=libcuda.so").output().unwrap();
+    let out = Command::new("cc")
+        .arg("-print-file-name=libcuda.so")
+        .output()
+        .unwrap();
     Path::new(String::from_utf8_lossy(&out.stdout).trim()).is_absolute()
 }
 
 /// The process environment without any CUDA toolkit: PATH of system dirs only.
 fn bare_env() -> Env {
     let mut env = Env::from_process();
-    for k in ["CUDA_HOME", "CUDA_PATH", "KILN_NVCC", "LIBRARY_PATH", "LD_LIBRARY_PATH", "LIBCLANG_PATH"] {
+    for k in [
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "KILN_NVCC",
+        "LIBRARY_PATH",
+        "LD_LIBRARY_PATH",
+        "LIBCLANG_PATH",
+    ] {
         env.remove(k);
     }
     env.set("PATH", "/usr/local/bin:/usr/bin:/bin");
@@ -63,8 +79,16 @@ fn fake_nvcc_with_another_version_fails_the_nvcc_check() {
     let r = run(env);
     let c = one(&r, "toolchain.nvcc");
     assert_eq!(c.status, Status::Fail, "{c:?}");
-    assert!(c.message.contains("12.4.131") && c.message.contains("13.0.88"), "{}", c.message);
-    assert!(c.fix.iter().any(|f| f.contains("cargo xtask bootstrap")), "{:?}", c.fix);
+    assert!(
+        c.message.contains("12.4.131") && c.message.contains("13.0.88"),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.fix.iter().any(|f| f.contains("cargo xtask bootstrap")),
+        "{:?}",
+        c.fix
+    );
     // What needs a working nvcc says so instead of failing twice.
     assert_eq!(one(&r, "toolchain.cuda-targets").status, Status::Skip);
     assert_eq!(one(&r, "toolchain.host-compiler").status, Status::Skip);
@@ -76,13 +100,25 @@ fn cuda_home_of_another_release_than_path_nvcc_is_a_trap() {
     let tmp = tempfile::tempdir().unwrap();
     let other = tmp.path().join("cuda-12.4");
     std::fs::create_dir_all(other.join("bin")).unwrap();
-    std::fs::copy(repo().join("checks/doctor/fake-nvcc"), other.join("bin/nvcc")).unwrap();
+    std::fs::copy(
+        repo().join("checks/doctor/fake-nvcc"),
+        other.join("bin/nvcc"),
+    )
+    .unwrap();
     // The nvcc on PATH: a second wrapper that reports the pinned release.
     let real_bin = tmp.path().join("pinned/bin");
     std::fs::create_dir_all(&real_bin).unwrap();
     let wrapper = real_bin.join("nvcc");
-    std::fs::write(&wrapper, "#!/bin/sh\nKILN_FAKE_NVCC_RELEASE=13.0.88 exec \"$(dirname \"$0\")/fake-nvcc\" \"$@\"\n").unwrap();
-    std::fs::copy(repo().join("checks/doctor/fake-nvcc"), real_bin.join("fake-nvcc")).unwrap();
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\nKILN_FAKE_NVCC_RELEASE=13.0.88 exec \"$(dirname \"$0\")/fake-nvcc\" \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::copy(
+        repo().join("checks/doctor/fake-nvcc"),
+        real_bin.join("fake-nvcc"),
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut env = bare_env();
@@ -92,7 +128,11 @@ fn cuda_home_of_another_release_than_path_nvcc_is_a_trap() {
     let r = run(env);
     let c = one(&r, "trap.cuda-home");
     assert_eq!(c.status, Status::Fail, "{c:?}");
-    assert!(c.message.contains("12.4.131") && c.message.contains("13.0.88"), "{}", c.message);
+    assert!(
+        c.message.contains("12.4.131") && c.message.contains("13.0.88"),
+        "{}",
+        c.message
+    );
 }
 
 #[test]
@@ -103,11 +143,21 @@ fn stub_on_ld_library_path_is_found_and_named() {
     env.set("LD_LIBRARY_PATH", tmp.path().join("lib"));
     let r = run(env);
     let stubs: Vec<&Check> = r.by_id("trap.stub-libcuda").collect();
-    let hit = stubs.iter().find(|c| c.subject.as_deref() == Some(stub.to_str().unwrap()));
+    let hit = stubs
+        .iter()
+        .find(|c| c.subject.as_deref() == Some(stub.to_str().unwrap()));
     let hit = hit.unwrap_or_else(|| panic!("stub not reported: {stubs:?}"));
     assert_eq!(hit.status, Status::Fail);
-    assert!(hit.message.contains("CUDA_ERROR_STUB_LIBRARY") && hit.message.contains("LD_LIBRARY_PATH"), "{}", hit.message);
-    assert!(hit.fix[0].contains("remove") && hit.fix[0].contains("LD_LIBRARY_PATH"), "{:?}", hit.fix);
+    assert!(
+        hit.message.contains("CUDA_ERROR_STUB_LIBRARY") && hit.message.contains("LD_LIBRARY_PATH"),
+        "{}",
+        hit.message
+    );
+    assert!(
+        hit.fix[0].contains("remove") && hit.fix[0].contains("LD_LIBRARY_PATH"),
+        "{:?}",
+        hit.fix
+    );
 }
 
 #[test]
@@ -122,8 +172,16 @@ fn link_preflight_without_any_libcuda_fails_with_the_fix() {
     let r = run(env);
     let c = one(&r, "link.driver-api");
     assert_eq!(c.status, Status::Fail, "{c:?}");
-    assert!(c.message.contains("-lcuda") && c.message.contains("no libcuda.so"), "{}", c.message);
-    assert!(c.fix.iter().any(|f| f.contains("libcuda.so.1 at run time")), "{:?}", c.fix);
+    assert!(
+        c.message.contains("-lcuda") && c.message.contains("no libcuda.so"),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.fix.iter().any(|f| f.contains("libcuda.so.1 at run time")),
+        "{:?}",
+        c.fix
+    );
 }
 
 #[test]
@@ -141,8 +199,16 @@ fn link_preflight_with_only_the_unversioned_stub_reproduces_the_final_link_failu
     assert_eq!(c.status, Status::Fail, "{c:?}");
     assert!(c.message.contains(stub.to_str().unwrap()), "{}", c.message);
     assert!(c.message.contains("no libcuda.so.1"), "{}", c.message);
-    assert!(c.message.contains("cuMemCreate") && c.message.contains("cuMemAlloc_v2"), "{}", c.message);
-    assert!(c.fix.iter().any(|f| f.contains("rpath-link")), "{:?}", c.fix);
+    assert!(
+        c.message.contains("cuMemCreate") && c.message.contains("cuMemAlloc_v2"),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.fix.iter().any(|f| f.contains("rpath-link")),
+        "{:?}",
+        c.fix
+    );
 }
 
 #[test]
@@ -157,14 +223,21 @@ fn link_preflight_passes_once_libcuda_so_1_is_visible() {
     let r = run(env);
     let c = one(&r, "link.driver-api");
     assert_eq!(c.status, Status::Ok, "{c:?}");
-    assert!(c.message.contains(stub.to_str().unwrap()) && c.message.contains("stub"), "{}", c.message);
+    assert!(
+        c.message.contains(stub.to_str().unwrap()) && c.message.contains("stub"),
+        "{}",
+        c.message
+    );
 }
 
 #[test]
 fn modes_soften_what_a_machine_does_not_need() {
     let mut env = bare_env();
     env.set("KILN_NVCC", "/nonexistent/nvcc");
-    let mut opts = Options::new(Mode::RuntimeOnly, PinsSource::File(repo().join("Cargo.toml")));
+    let mut opts = Options::new(
+        Mode::RuntimeOnly,
+        PinsSource::File(repo().join("Cargo.toml")),
+    );
     opts.env = env;
     // Outside the workspace's .toolchain: pins from a copy of Cargo.toml in an empty directory.
     let tmp = tempfile::tempdir().unwrap();
@@ -174,12 +247,19 @@ fn modes_soften_what_a_machine_does_not_need() {
     let c = one(&r, "toolchain.nvcc");
     assert_eq!(c.status, Status::Warn, "{c:?}");
     assert!(c.softened);
-    assert!(r.checks.iter().filter(|c| c.scope == kiln_doctor::Scope::Build).all(|c| c.status != Status::Fail));
+    assert!(r
+        .checks
+        .iter()
+        .filter(|c| c.scope == kiln_doctor::Scope::Build)
+        .all(|c| c.status != Status::Fail));
 }
 
 #[test]
 fn unreadable_pins_are_an_error_not_a_panic() {
-    let opts = Options::new(Mode::Full, PinsSource::File("/nonexistent/Cargo.toml".into()));
+    let opts = Options::new(
+        Mode::Full,
+        PinsSource::File("/nonexistent/Cargo.toml".into()),
+    );
     let e = kiln_doctor::run(&opts).unwrap_err().to_string();
     assert!(e.contains("/nonexistent/Cargo.toml"), "{e}");
 }
@@ -192,6 +272,10 @@ fn outside_a_workspace_the_built_in_pins_are_used_and_said() {
     let r = kiln_doctor::run(&opts).unwrap();
     let c = one(&r, "pins");
     assert_eq!(c.status, Status::Warn);
-    assert!(c.message.contains("pins this kiln was built with") && c.message.contains("13.0.88"), "{}", c.message);
+    assert!(
+        c.message.contains("pins this kiln was built with") && c.message.contains("13.0.88"),
+        "{}",
+        c.message
+    );
     assert!(r.pins.is_none());
 }

@@ -149,9 +149,13 @@ impl Entry<'_> {
                     )));
                 }
                 buf.resize(self.decompressed_size as usize, 0);
-                let n = lz4_flex::block::decompress_into(self.payload, buf).map_err(|e| bad(format!("LZ4: {e}")))?;
+                let n = lz4_flex::block::decompress_into(self.payload, buf)
+                    .map_err(|e| bad(format!("LZ4: {e}")))?;
                 if n as u64 != self.decompressed_size {
-                    return Err(bad(format!("LZ4 payload decompressed to {n} bytes, header says {}", self.decompressed_size)));
+                    return Err(bad(format!(
+                        "LZ4 payload decompressed to {n} bytes, header says {}",
+                        self.decompressed_size
+                    )));
                 }
                 buf
             }
@@ -173,13 +177,19 @@ pub struct Container<'a> {
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+    Some(u16::from_le_bytes(
+        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
+    ))
 }
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+    Some(u64::from_le_bytes(
+        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 /// True when `bytes` starts with a fatbin container header.
@@ -204,7 +214,9 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Container<'_>>> {
         at = end;
     }
     if containers.is_empty() {
-        return Err(Error::Container("no fatbin container (empty or all-zero section)".into()));
+        return Err(Error::Container(
+            "no fatbin container (empty or all-zero section)".into(),
+        ));
     }
     Ok(containers)
 }
@@ -214,13 +226,17 @@ fn parse_one(bytes: &[u8], at: usize) -> Result<(Container<'_>, usize)> {
     let bad = |m: String| Error::Container(format!("container at offset {at}: {m}"));
     let magic = u32_at(bytes, at).ok_or_else(|| bad("truncated header".into()))?;
     if magic != MAGIC {
-        return Err(bad(format!("bad magic {magic:#010x} (expected {MAGIC:#010x})")));
+        return Err(bad(format!(
+            "bad magic {magic:#010x} (expected {MAGIC:#010x})"
+        )));
     }
     let version = u16_at(bytes, at + 4).ok_or_else(|| bad("truncated header".into()))?;
     let header_size = u16_at(bytes, at + 6).ok_or_else(|| bad("truncated header".into()))? as usize;
     let payload_size = u64_at(bytes, at + 8).ok_or_else(|| bad("truncated header".into()))?;
     if header_size < CONTAINER_HEADER {
-        return Err(bad(format!("header size {header_size} < {CONTAINER_HEADER}")));
+        return Err(bad(format!(
+            "header size {header_size} < {CONTAINER_HEADER}"
+        )));
     }
     let start = at + header_size;
     let end = usize::try_from(payload_size)
@@ -244,13 +260,23 @@ fn parse_one(bytes: &[u8], at: usize) -> Result<(Container<'_>, usize)> {
         entries.push(entry);
         e = next;
     }
-    Ok((Container { offset: at, version, entries }, end))
+    Ok((
+        Container {
+            offset: at,
+            version,
+            entries,
+        },
+        end,
+    ))
 }
 
 fn parse_entry(bytes: &[u8], at: usize, end: usize) -> Result<(Entry<'_>, usize)> {
     let bad = |m: String| Error::Container(format!("entry at offset {at}: {m}"));
     if end - at < ENTRY_HEADER_MIN {
-        return Err(bad(format!("truncated header ({} bytes left in container)", end - at)));
+        return Err(bad(format!(
+            "truncated header ({} bytes left in container)",
+            end - at
+        )));
     }
     let h = &bytes[at..end];
     let kind = match u16_at(h, 0).unwrap_or(0) {
@@ -267,7 +293,10 @@ fn parse_entry(bytes: &[u8], at: usize, end: usize) -> Result<(Entry<'_>, usize)
     let flags = u64_at(h, 40).unwrap_or(0);
     let decompressed = u64_at(h, 56).unwrap_or(0);
     if header_size < ENTRY_HEADER_MIN || header_size > h.len() {
-        return Err(bad(format!("header size {header_size} outside {ENTRY_HEADER_MIN}..={}", h.len())));
+        return Err(bad(format!(
+            "header size {header_size} outside {ENTRY_HEADER_MIN}..={}",
+            h.len()
+        )));
     }
     let payload_start = header_size;
     let payload_end = usize::try_from(size)
@@ -275,20 +304,32 @@ fn parse_entry(bytes: &[u8], at: usize, end: usize) -> Result<(Entry<'_>, usize)
         .and_then(|s| payload_start.checked_add(s))
         .filter(|&p| p <= h.len())
         .ok_or_else(|| {
-            bad(format!("payload of {size} bytes runs past the container end ({} left)", h.len() - payload_start))
+            bad(format!(
+                "payload of {size} bytes runs past the container end ({} left)",
+                h.len() - payload_start
+            ))
         })?;
     let stored = &h[payload_start..payload_end];
     let compressed = flags & (FLAG_COMPRESSED | FLAG_COMPRESSED_LEGACY) != 0;
     let (compression, payload, decompressed_size) = if compressed {
         let len = compressed_size.min(stored.len() as u64) as usize;
         if compressed_size > stored.len() as u64 {
-            return Err(bad(format!("compressed size {compressed_size} > stored payload {}", stored.len())));
+            return Err(bad(format!(
+                "compressed size {compressed_size} > stored payload {}",
+                stored.len()
+            )));
         }
         if decompressed > MAX_DECOMPRESSED {
-            return Err(bad(format!("decompressed size {decompressed} exceeds {MAX_DECOMPRESSED}")));
+            return Err(bad(format!(
+                "decompressed size {decompressed} exceeds {MAX_DECOMPRESSED}"
+            )));
         }
         let payload = &stored[..len];
-        let c = if payload.starts_with(&ZSTD_MAGIC) { Compression::Zstd } else { Compression::Lz4 };
+        let c = if payload.starts_with(&ZSTD_MAGIC) {
+            Compression::Zstd
+        } else {
+            Compression::Lz4
+        };
         (c, payload, decompressed)
     } else {
         (Compression::None, stored, stored.len() as u64)
@@ -349,8 +390,22 @@ mod tests {
         let zs = zstd::bulk::compress(ptx, 3).unwrap();
         let bytes = container(&[
             entry(2, 90, FLAG_ARCH_SPECIFIC, b"\x7fELF....", 0, 0),
-            entry(1, 120, FLAG_COMPRESSED_LEGACY, &lz, lz.len() as u32, ptx.len() as u64),
-            entry(1, 100, FLAG_COMPRESSED | FLAG_FAMILY, &zs, zs.len() as u32, ptx.len() as u64),
+            entry(
+                1,
+                120,
+                FLAG_COMPRESSED_LEGACY,
+                &lz,
+                lz.len() as u32,
+                ptx.len() as u64,
+            ),
+            entry(
+                1,
+                100,
+                FLAG_COMPRESSED | FLAG_FAMILY,
+                &zs,
+                zs.len() as u32,
+                ptx.len() as u64,
+            ),
         ]);
         let mut two = bytes.clone();
         two.extend_from_slice(&[0; 8]);

@@ -11,7 +11,8 @@ const EM_CUDA: u16 = 190;
 
 /// Kernel entry symbols (mangled names as the driver looks them up), sorted.
 pub fn kernels(bytes: &[u8]) -> Result<Vec<String>> {
-    let file = ElfFile64::<object::Endianness>::parse(bytes).map_err(|e| Error::Cubin(e.to_string()))?;
+    let file =
+        ElfFile64::<object::Endianness>::parse(bytes).map_err(|e| Error::Cubin(e.to_string()))?;
     let endian = file.endian();
     if file.elf_header().e_machine(endian) != EM_CUDA {
         return Err(Error::Cubin(format!(

@@ -20,8 +20,14 @@ pub fn parse(text: &str) -> Result<PtxInfo> {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix(".version") {
             let v = rest.trim();
-            let (a, b) = v.split_once('.').ok_or_else(|| Error::Ptx(format!("bad .version {v:?}")))?;
-            let num = |s: &str| s.trim().parse::<u32>().map_err(|_| Error::Ptx(format!("bad .version {v:?}")));
+            let (a, b) = v
+                .split_once('.')
+                .ok_or_else(|| Error::Ptx(format!("bad .version {v:?}")))?;
+            let num = |s: &str| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| Error::Ptx(format!("bad .version {v:?}")))
+            };
             isa = Some((num(a)?, num(b)?));
         } else if let Some(rest) = line.strip_prefix(".target") {
             let t = rest.split(',').next().unwrap_or("").trim();
@@ -29,7 +35,9 @@ pub fn parse(text: &str) -> Result<PtxInfo> {
         } else if let Some(pos) = line.find(".entry ") {
             // `.visible .entry name(` or `.entry name (`; the name ends at '(' or whitespace.
             let rest = line[pos + ".entry ".len()..].trim_start();
-            let end = rest.find(|c: char| c == '(' || c.is_whitespace()).unwrap_or(rest.len());
+            let end = rest
+                .find(|c: char| c == '(' || c.is_whitespace())
+                .unwrap_or(rest.len());
             if end > 0 {
                 kernels.push(rest[..end].to_string());
             }

@@ -66,7 +66,11 @@ struct Report {
 /// Elements of the main tensor for each size step; row ops use rows of 4096.
 fn sizes(quick: bool) -> Vec<usize> {
     // 2^26 and 2^27 elements are well past the 50 MB L2 of an H100/H200 for every dtype.
-    if quick { vec![1 << 20, 1 << 22] } else { vec![1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 27] }
+    if quick {
+        vec![1 << 20, 1 << 22]
+    } else {
+        vec![1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 27]
+    }
 }
 
 const COLS: usize = 4096;
@@ -82,14 +86,22 @@ fn host_values(n: usize, dtype: DType, seed: u64) -> Vec<u8> {
     let mut s = seed;
     let vals: Vec<f32> = (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect();
     kiln_runtime::reference::from_f32(&vals, dtype).expect("float dtype")
 }
 
-fn tensor(gpu: &Gpu, n: usize, dtype: DType, shape: Vec<usize>, seed: u64) -> Result<Tensor, Error> {
+fn tensor(
+    gpu: &Gpu,
+    n: usize,
+    dtype: DType,
+    shape: Vec<usize>,
+    seed: u64,
+) -> Result<Tensor, Error> {
     Tensor::from_host(gpu, &host_values(n, dtype, seed), dtype, shape)
 }
 
@@ -100,8 +112,17 @@ struct Bench<'a> {
 
 impl Bench<'_> {
     fn time(&self, f: impl FnMut() -> Result<(), Error>) -> Result<(f64, f64), Error> {
-        let (batches, per_batch) = if self.args.quick { (3, 3) } else { (self.args.batches, self.args.per_batch) };
-        Ok(median(self.gpu.time_calls(3, batches.max(1), per_batch, f)?))
+        let (batches, per_batch) = if self.args.quick {
+            (3, 3)
+        } else {
+            (self.args.batches, self.args.per_batch)
+        };
+        Ok(median(self.gpu.time_calls(
+            3,
+            batches.max(1),
+            per_batch,
+            f,
+        )?))
     }
 }
 
@@ -124,7 +145,11 @@ fn run(args: &Args) -> Result<Report, Error> {
             // The roof: a device-to-device copy of the main tensor (read nb + write nb).
             let (copy_ms, copy_min) = b.time(|| gpu.copy(&xv).map(drop))?;
             let copy_bw = 2.0 * nb as f64 / (copy_ms * 1e-3) / 1e9;
-            let mut push = |op: &str, shape: Vec<usize>, bytes: u64, (ms, min): (f64, f64), note: Option<&'static str>| {
+            let mut push = |op: &str,
+                            shape: Vec<usize>,
+                            bytes: u64,
+                            (ms, min): (f64, f64),
+                            note: Option<&'static str>| {
                 let bw = bytes as f64 / (ms * 1e-3) / 1e9;
                 rows.push(Row {
                     op: op.into(),
@@ -139,31 +164,87 @@ fn run(args: &Args) -> Result<Report, Error> {
                     note,
                 });
             };
-            push("copy", vec![n], 2 * nb, (copy_ms, copy_min), Some("cuMemcpyDtoDAsync into a fresh allocation: the roof"));
-            push("vecadd", vec![n], 3 * nb, b.time(|| gpu.vecadd(&xv, &yv).map(drop))?, None);
-            push("axpby", vec![n], 3 * nb, b.time(|| gpu.axpby(&xv, &yv, 0.5, 2.0).map(drop))?, None);
-            push("silu_mul", vec![n], 3 * nb, b.time(|| gpu.silu_mul(&xv, &yv).map(drop))?, None);
+            push(
+                "copy",
+                vec![n],
+                2 * nb,
+                (copy_ms, copy_min),
+                Some("cuMemcpyDtoDAsync into a fresh allocation: the roof"),
+            );
+            push(
+                "vecadd",
+                vec![n],
+                3 * nb,
+                b.time(|| gpu.vecadd(&xv, &yv).map(drop))?,
+                None,
+            );
+            push(
+                "axpby",
+                vec![n],
+                3 * nb,
+                b.time(|| gpu.axpby(&xv, &yv, 0.5, 2.0).map(drop))?,
+                None,
+            );
+            push(
+                "silu_mul",
+                vec![n],
+                3 * nb,
+                b.time(|| gpu.silu_mul(&xv, &yv).map(drop))?,
+                None,
+            );
 
             let rows_n = n / COLS;
             let xr = View::new(x.ptr(), dtype, vec![rows_n, COLS]);
             let w = tensor(&gpu, COLS, dtype, vec![COLS], 3)?;
             let wv = w.view();
-            push("rmsnorm", vec![rows_n, COLS], 2 * nb + COLS as u64 * es, b.time(|| gpu.rmsnorm(&xr, &wv, 1e-6).map(drop))?, None);
-            push("softmax", vec![rows_n, COLS], 2 * nb, b.time(|| gpu.softmax(&xr).map(drop))?, None);
+            push(
+                "rmsnorm",
+                vec![rows_n, COLS],
+                2 * nb + COLS as u64 * es,
+                b.time(|| gpu.rmsnorm(&xr, &wv, 1e-6).map(drop))?,
+                None,
+            );
+            push(
+                "softmax",
+                vec![rows_n, COLS],
+                2 * nb,
+                b.time(|| gpu.softmax(&xr).map(drop))?,
+                None,
+            );
             // cuDNN is a comparison, not a target: an unsupported dtype is noted, not fatal.
             match b.time(|| gpu.cudnn_softmax(&xr).map(drop)) {
-                Ok(t) => push("cudnn_softmax", vec![rows_n, COLS], 2 * nb, t, Some("cuDNN cudnnSoftmaxForward, for comparison")),
+                Ok(t) => push(
+                    "cudnn_softmax",
+                    vec![rows_n, COLS],
+                    2 * nb,
+                    t,
+                    Some("cuDNN cudnnSoftmaxForward, for comparison"),
+                ),
                 Err(e) => skipped.push(format!("cudnn_softmax {dtype} [{rows_n}, {COLS}]: {e}")),
             }
 
             let xq = View::new(x.ptr(), dtype, vec![rows_n, 32, 128]);
-            push("rope", vec![rows_n, 32, 128], 2 * nb, b.time(|| gpu.rope(&xq, Positions::Offset(0), 10000.0).map(drop))?, None);
+            push(
+                "rope",
+                vec![rows_n, 32, 128],
+                2 * nb,
+                b.time(|| gpu.rope(&xq, Positions::Offset(0), 10000.0).map(drop))?,
+                None,
+            );
 
-            let ids: Vec<u8> = (0..rows_n as u64).flat_map(|i| ((i * 7919) % VOCAB as u64).to_ne_bytes()).collect();
+            let ids: Vec<u8> = (0..rows_n as u64)
+                .flat_map(|i| ((i * 7919) % VOCAB as u64).to_ne_bytes())
+                .collect();
             let ids = Tensor::from_host(&gpu, &ids, DType::I64, vec![rows_n])?;
             let (tv, iv) = (table.view(), ids.view());
             let bytes = 2 * nb + rows_n as u64 * 8;
-            push("embedding", vec![rows_n, COLS], bytes, b.time(|| gpu.embedding(&tv, &iv).map(drop))?, None);
+            push(
+                "embedding",
+                vec![rows_n, COLS],
+                bytes,
+                b.time(|| gpu.embedding(&tv, &iv).map(drop))?,
+                None,
+            );
             push(
                 "embedding_checked",
                 vec![rows_n, COLS],

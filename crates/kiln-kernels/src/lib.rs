@@ -3,7 +3,12 @@
 //! types bindgen generated from `kernels/include/`.
 
 /// The C ABI structs shared with the kernels (bindgen output, with layout tests).
-#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
+#[allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code
+)]
 pub mod abi {
     include!(concat!(env!("OUT_DIR"), "/kiln_abi.rs"));
 }
@@ -29,7 +34,8 @@ pub const MANIFEST_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels.
 /// links this crate (and compares them with the `.nv_fatbin` it re-reads from the same file).
 #[used]
 #[link_section = ".kiln_manifest"]
-static MANIFEST_SECTION: [u8; MANIFEST_JSON.len()] = *include_bytes!(concat!(env!("OUT_DIR"), "/kernels.manifest.json"));
+static MANIFEST_SECTION: [u8; MANIFEST_JSON.len()] =
+    *include_bytes!(concat!(env!("OUT_DIR"), "/kernels.manifest.json"));
 
 /// The ELF section that carries the manifest.
 pub const MANIFEST_SECTION_NAME: &str = ".kiln_manifest";

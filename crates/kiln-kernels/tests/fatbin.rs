@@ -9,7 +9,11 @@ use std::process::Command;
 use kiln_pins::{Pins, TargetKind};
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
 }
 
 fn pins() -> Pins {
@@ -18,14 +22,26 @@ fn pins() -> Pins {
 
 fn cuobjdump() -> PathBuf {
     let p = repo_root().join(".toolchain/cuda-tools/nvidia/cu13/bin/cuobjdump");
-    assert!(p.is_file(), "cuobjdump missing: run `cargo xtask bootstrap` ({} not found)", p.display());
+    assert!(
+        p.is_file(),
+        "cuobjdump missing: run `cargo xtask bootstrap` ({} not found)",
+        p.display()
+    );
     p
 }
 
 /// `cuobjdump ARGS FILE` stdout.
 fn cuobjdump_on(args: &[&str], file: &Path) -> String {
-    let out = Command::new(cuobjdump()).args(args).arg(file).output().unwrap();
-    assert!(out.status.success(), "cuobjdump failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(cuobjdump())
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cuobjdump failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -36,7 +52,11 @@ fn listed_targets(listing: &str) -> BTreeSet<String> {
         .filter_map(|l| {
             let name = l.split(':').nth(1)?.trim();
             let arch = name.split('.').find(|p| p.starts_with("sm_"))?;
-            Some(if l.starts_with("PTX") { arch.replace("sm_", "compute_") } else { arch.to_string() })
+            Some(if l.starts_with("PTX") {
+                arch.replace("sm_", "compute_")
+            } else {
+                arch.to_string()
+            })
         })
         .collect()
 }
@@ -52,10 +72,22 @@ fn fatbin_holds_every_target_of_the_matrix() {
     let file = tmp.path().join("kernels.fatbin");
     std::fs::write(&file, kiln_kernels::fatbin()).unwrap();
     let listing = cuobjdump_on(&["--list-elf", "--list-ptx"], &file);
-    assert_eq!(listed_targets(&listing), expected_targets(), "cuobjdump says:\n{listing}");
+    assert_eq!(
+        listed_targets(&listing),
+        expected_targets(),
+        "cuobjdump says:\n{listing}"
+    );
     // The default matrix, as the foundation issue states it.
     let names: BTreeSet<String> = expected_targets();
-    for t in ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "compute_120"] {
+    for t in [
+        "sm_80",
+        "sm_86",
+        "sm_89",
+        "sm_90",
+        "sm_100",
+        "sm_120",
+        "compute_120",
+    ] {
         assert!(names.contains(t), "{t} missing from the pinned matrix");
     }
 }
@@ -66,7 +98,11 @@ fn this_test_binary_carries_the_fatbin_in_nv_fatbin() {
     let exe = std::env::current_exe().unwrap();
     let listing = cuobjdump_on(&["--list-elf", "--list-ptx"], &exe);
     assert_eq!(listed_targets(&listing), expected_targets(), "{listing}");
-    assert_eq!(kiln_kernels::fatbin().as_ptr() as usize % 8, 0, "fatbin must be 8-byte aligned");
+    assert_eq!(
+        kiln_kernels::fatbin().as_ptr() as usize % 8,
+        0,
+        "fatbin must be 8-byte aligned"
+    );
 }
 
 #[test]
@@ -85,32 +121,60 @@ fn every_kernel_is_present_for_every_target() {
     for t in &manifest.targets {
         if t.kind == "sass" {
             for k in &t.kernels {
-                assert!(symbols.contains(k.as_str()), "cuobjdump does not see {k} ({})", t.target);
+                assert!(
+                    symbols.contains(k.as_str()),
+                    "cuobjdump does not see {k} ({})",
+                    t.target
+                );
             }
         }
     }
     let pins = pins();
-    let ptx: Vec<_> = pins.matrix.targets().into_iter().filter(|t| t.kind == TargetKind::Ptx).collect();
+    let ptx: Vec<_> = pins
+        .matrix
+        .targets()
+        .into_iter()
+        .filter(|t| t.kind == TargetKind::Ptx)
+        .collect();
     for t in ptx {
-        let entry = manifest.targets.iter().find(|m| m.target == t.name()).expect("PTX target in manifest");
+        let entry = manifest
+            .targets
+            .iter()
+            .find(|m| m.target == t.name())
+            .expect("PTX target in manifest");
         let isa = entry.ptx_isa.as_deref().unwrap();
         let (max_major, max_minor) = pins.max_ptx_isa();
-        let (maj, min) = isa.split_once('.').map(|(a, b)| (a.parse::<u32>().unwrap(), b.parse::<u32>().unwrap())).unwrap();
-        assert!((maj, min) <= (max_major, max_minor), "PTX ISA {isa} is newer than driver {} can JIT", pins.min_driver);
+        let (maj, min) = isa
+            .split_once('.')
+            .map(|(a, b)| (a.parse::<u32>().unwrap(), b.parse::<u32>().unwrap()))
+            .unwrap();
+        assert!(
+            (maj, min) <= (max_major, max_minor),
+            "PTX ISA {isa} is newer than driver {} can JIT",
+            pins.min_driver
+        );
     }
 }
 
 #[test]
 fn abi_params_struct_matches_the_header() {
     // bindgen's own layout tests run in this crate too; this pins the size the kernels rely on.
-    assert_eq!(std::mem::size_of::<kiln_kernels::abi::KilnAxpbyParams>(), 16);
+    assert_eq!(
+        std::mem::size_of::<kiln_kernels::abi::KilnAxpbyParams>(),
+        16
+    );
 }
 
 #[test]
 fn the_manifest_is_in_its_own_section_of_this_binary() {
     let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
     let out = Command::new("objcopy")
-        .args(["-O", "binary", "--only-section", kiln_kernels::MANIFEST_SECTION_NAME])
+        .args([
+            "-O",
+            "binary",
+            "--only-section",
+            kiln_kernels::MANIFEST_SECTION_NAME,
+        ])
         .arg(std::env::current_exe().unwrap())
         .arg("/dev/stdout")
         .output();
@@ -121,7 +185,11 @@ fn the_manifest_is_in_its_own_section_of_this_binary() {
         }
         _ => {
             let needle = kiln_kernels::MANIFEST_SECTION_NAME.as_bytes();
-            assert!(exe.windows(needle.len()).any(|w| w == needle), "no {} section name in the binary", kiln_kernels::MANIFEST_SECTION_NAME);
+            assert!(
+                exe.windows(needle.len()).any(|w| w == needle),
+                "no {} section name in the binary",
+                kiln_kernels::MANIFEST_SECTION_NAME
+            );
         }
     }
 }

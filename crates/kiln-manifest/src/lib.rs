@@ -65,7 +65,10 @@ pub struct Manifest {
 impl Manifest {
     /// Every kernel name that any target has.
     pub fn all_kernels(&self) -> BTreeSet<&str> {
-        self.targets.iter().flat_map(|t| t.kernels.iter().map(String::as_str)).collect()
+        self.targets
+            .iter()
+            .flat_map(|t| t.kernels.iter().map(String::as_str))
+            .collect()
     }
 
     /// (target, kernel) pairs where a kernel some target has is missing.

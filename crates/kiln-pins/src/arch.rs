@@ -81,7 +81,11 @@ impl Arch {
         if digits.len() < 2 {
             return None;
         }
-        Some(Arch { major: n / 10, minor: n % 10, variant })
+        Some(Arch {
+            major: n / 10,
+            minor: n % 10,
+            variant,
+        })
     }
 }
 
@@ -173,14 +177,25 @@ impl ArchMatrix {
 
     /// Every (arch, kind) the build produces and the audit expects: SASS first, then PTX.
     pub fn targets(&self) -> Vec<Target> {
-        let sass = self.sass().map(|arch| Target { arch, kind: TargetKind::Sass });
-        let ptx = self.ptx().map(|arch| Target { arch, kind: TargetKind::Ptx });
+        let sass = self.sass().map(|arch| Target {
+            arch,
+            kind: TargetKind::Sass,
+        });
+        let ptx = self.ptx().map(|arch| Target {
+            arch,
+            kind: TargetKind::Ptx,
+        });
         sass.chain(ptx).collect()
     }
 
     /// The highest capability in the matrix (what `cudaForwardCompat` PTX would be for).
     pub fn newest(&self) -> Arch {
-        *self.sass().collect::<Vec<_>>().iter().max().expect("matrix is never empty")
+        *self
+            .sass()
+            .collect::<Vec<_>>()
+            .iter()
+            .max()
+            .expect("matrix is never empty")
     }
 }
 
@@ -195,7 +210,10 @@ fn split_variant(t: &str) -> (&str, Variant) {
 }
 
 fn parse_entry(raw: &str) -> Result<MatrixEntry, PinsError> {
-    let bad = |reason: String| PinsError::BadArch { entry: raw.to_string(), reason };
+    let bad = |reason: String| PinsError::BadArch {
+        entry: raw.to_string(),
+        reason,
+    };
     if raw.trim() != raw {
         return Err(bad("has leading or trailing whitespace".into()));
     }
@@ -203,7 +221,9 @@ fn parse_entry(raw: &str) -> Result<MatrixEntry, PinsError> {
         None => (raw, false),
         Some((cap, "PTX")) => (cap, true),
         Some((_, other)) => {
-            return Err(bad(format!("unknown suffix \"+{other}\" (the only suffix is \"+PTX\", upper case)")))
+            return Err(bad(format!(
+                "unknown suffix \"+{other}\" (the only suffix is \"+PTX\", upper case)"
+            )))
         }
     };
     let arch = parse_capability(cap).map_err(bad)?;
@@ -212,9 +232,9 @@ fn parse_entry(raw: &str) -> Result<MatrixEntry, PinsError> {
 
 fn parse_capability(cap: &str) -> Result<Arch, String> {
     let (digits, variant) = split_variant(cap);
-    let (major, minor) = digits
-        .split_once('.')
-        .ok_or_else(|| format!("expected MAJOR.MINOR[a|f][+PTX], e.g. \"9.0\" or \"12.0+PTX\", got {cap:?}"))?;
+    let (major, minor) = digits.split_once('.').ok_or_else(|| {
+        format!("expected MAJOR.MINOR[a|f][+PTX], e.g. \"9.0\" or \"12.0+PTX\", got {cap:?}")
+    })?;
     let num = |s: &str| -> Result<u32, String> {
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
             return Err(format!("{s:?} is not a number"));
@@ -223,7 +243,10 @@ fn parse_capability(cap: &str) -> Result<Arch, String> {
     };
     let (major, minor) = (num(major)?, num(minor)?);
     if !KNOWN_CAPABILITIES.contains(&(major, minor)) {
-        let known: Vec<String> = KNOWN_CAPABILITIES.iter().map(|(a, b)| format!("{a}.{b}")).collect();
+        let known: Vec<String> = KNOWN_CAPABILITIES
+            .iter()
+            .map(|(a, b)| format!("{a}.{b}"))
+            .collect();
         return Err(format!(
             "{major}.{minor} is not a compute capability (known: {})",
             known.join(", ")
@@ -238,7 +261,11 @@ fn parse_capability(cap: &str) -> Result<Arch, String> {
         }
         _ => {}
     }
-    Ok(Arch { major, minor, variant })
+    Ok(Arch {
+        major,
+        minor,
+        variant,
+    })
 }
 
 #[cfg(test)]
@@ -255,7 +282,15 @@ mod tests {
         let names: Vec<String> = m.targets().iter().map(Target::name).collect();
         assert_eq!(
             names,
-            ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "compute_120"]
+            [
+                "sm_80",
+                "sm_86",
+                "sm_89",
+                "sm_90",
+                "sm_100",
+                "sm_120",
+                "compute_120"
+            ]
         );
         assert_eq!(m.newest().sm(), "sm_120");
     }
@@ -270,7 +305,11 @@ mod tests {
 
     #[test]
     fn rejects_unknown_capability() {
-        assert!(err(&["9.1"]).contains("9.1 is not a compute capability"), "{}", err(&["9.1"]));
+        assert!(
+            err(&["9.1"]).contains("9.1 is not a compute capability"),
+            "{}",
+            err(&["9.1"])
+        );
     }
 
     #[test]

@@ -14,24 +14,76 @@ pub struct DriverPtxIsa {
 /// Ordered by driver branch. Source: the CUDA toolkit release notes' driver table and the PTX
 /// ISA "release history" table.
 pub const DRIVER_PTX_ISA: &[DriverPtxIsa] = &[
-    DriverPtxIsa { driver: 525, cuda: (12, 0), ptx_isa: (8, 0) },
-    DriverPtxIsa { driver: 530, cuda: (12, 1), ptx_isa: (8, 1) },
-    DriverPtxIsa { driver: 535, cuda: (12, 2), ptx_isa: (8, 2) },
-    DriverPtxIsa { driver: 545, cuda: (12, 3), ptx_isa: (8, 3) },
-    DriverPtxIsa { driver: 550, cuda: (12, 4), ptx_isa: (8, 4) },
-    DriverPtxIsa { driver: 555, cuda: (12, 5), ptx_isa: (8, 5) },
-    DriverPtxIsa { driver: 560, cuda: (12, 6), ptx_isa: (8, 5) },
-    DriverPtxIsa { driver: 565, cuda: (12, 7), ptx_isa: (8, 6) },
-    DriverPtxIsa { driver: 570, cuda: (12, 8), ptx_isa: (8, 7) },
-    DriverPtxIsa { driver: 575, cuda: (12, 9), ptx_isa: (8, 8) },
-    DriverPtxIsa { driver: 580, cuda: (13, 0), ptx_isa: (9, 0) },
-    DriverPtxIsa { driver: 590, cuda: (13, 1), ptx_isa: (9, 1) },
+    DriverPtxIsa {
+        driver: 525,
+        cuda: (12, 0),
+        ptx_isa: (8, 0),
+    },
+    DriverPtxIsa {
+        driver: 530,
+        cuda: (12, 1),
+        ptx_isa: (8, 1),
+    },
+    DriverPtxIsa {
+        driver: 535,
+        cuda: (12, 2),
+        ptx_isa: (8, 2),
+    },
+    DriverPtxIsa {
+        driver: 545,
+        cuda: (12, 3),
+        ptx_isa: (8, 3),
+    },
+    DriverPtxIsa {
+        driver: 550,
+        cuda: (12, 4),
+        ptx_isa: (8, 4),
+    },
+    DriverPtxIsa {
+        driver: 555,
+        cuda: (12, 5),
+        ptx_isa: (8, 5),
+    },
+    DriverPtxIsa {
+        driver: 560,
+        cuda: (12, 6),
+        ptx_isa: (8, 5),
+    },
+    DriverPtxIsa {
+        driver: 565,
+        cuda: (12, 7),
+        ptx_isa: (8, 6),
+    },
+    DriverPtxIsa {
+        driver: 570,
+        cuda: (12, 8),
+        ptx_isa: (8, 7),
+    },
+    DriverPtxIsa {
+        driver: 575,
+        cuda: (12, 9),
+        ptx_isa: (8, 8),
+    },
+    DriverPtxIsa {
+        driver: 580,
+        cuda: (13, 0),
+        ptx_isa: (9, 0),
+    },
+    DriverPtxIsa {
+        driver: 590,
+        cuda: (13, 1),
+        ptx_isa: (9, 1),
+    },
 ];
 
 /// The PTX ISA ceiling for a driver of major version `driver`, or None when it predates the
 /// table (too old for anything kiln builds).
 pub fn max_ptx_isa_for_driver(driver: u32) -> Option<DriverPtxIsa> {
-    DRIVER_PTX_ISA.iter().rev().find(|row| row.driver <= driver).copied()
+    DRIVER_PTX_ISA
+        .iter()
+        .rev()
+        .find(|row| row.driver <= driver)
+        .copied()
 }
 
 #[cfg(test)]

@@ -108,14 +108,23 @@ impl Pins {
             .and_then(|w| w.get("metadata"))
             .and_then(|m| m.get("kiln"))
             .cloned()
-            .ok_or_else(|| PinsError::MissingTable { path: manifest.to_path_buf() })?;
-        let raw: RawKiln = table.try_into().map_err(|e: toml::de::Error| PinsError::Invalid(e.message().to_string()))?;
+            .ok_or_else(|| PinsError::MissingTable {
+                path: manifest.to_path_buf(),
+            })?;
+        let raw: RawKiln = table
+            .try_into()
+            .map_err(|e: toml::de::Error| PinsError::Invalid(e.message().to_string()))?;
         let matrix = ArchMatrix::parse(&raw.archs)?;
         let min_driver = raw.min_driver.parse::<u32>().map_err(|_| {
-            PinsError::Invalid(format!("min-driver {:?} is not a driver major version such as \"580\"", raw.min_driver))
+            PinsError::Invalid(format!(
+                "min-driver {:?} is not a driver major version such as \"580\"",
+                raw.min_driver
+            ))
         })?;
         if crate::max_ptx_isa_for_driver(min_driver).is_none() {
-            return Err(PinsError::Invalid(format!("min-driver {min_driver} predates CUDA 12; kiln cannot target it")));
+            return Err(PinsError::Invalid(format!(
+                "min-driver {min_driver} predates CUDA 12; kiln cannot target it"
+            )));
         }
         validate_date(&raw.toolchain.rust_nightly)?;
         for (field, value) in [
@@ -129,13 +138,21 @@ impl Pins {
         ] {
             validate_version(field, value)?;
         }
-        if !raw.toolchain.nvcc.starts_with(&format!("{}.", raw.toolchain.cuda_major_minor())) {
+        if !raw
+            .toolchain
+            .nvcc
+            .starts_with(&format!("{}.", raw.toolchain.cuda_major_minor()))
+        {
             return Err(PinsError::Invalid(format!(
                 "toolchain.nvcc {} does not belong to CUDA {}",
                 raw.toolchain.nvcc, raw.toolchain.cuda
             )));
         }
-        if !raw.toolchain.libclang_ng.starts_with(&format!("{}.", raw.toolchain.clang_major)) {
+        if !raw
+            .toolchain
+            .libclang_ng
+            .starts_with(&format!("{}.", raw.toolchain.clang_major))
+        {
             return Err(PinsError::Invalid(format!(
                 "toolchain.libclang-ng {} is not clang {}",
                 raw.toolchain.libclang_ng, raw.toolchain.clang_major
@@ -147,7 +164,9 @@ impl Pins {
         for (name, lib) in &raw.runtime {
             validate_version(&format!("runtime.{name}.version"), &lib.version)?;
             if lib.sonames.is_empty() {
-                return Err(PinsError::Invalid(format!("runtime.{name}.sonames is empty")));
+                return Err(PinsError::Invalid(format!(
+                    "runtime.{name}.sonames is empty"
+                )));
             }
         }
         Ok(Pins {
@@ -167,7 +186,9 @@ impl Pins {
 
     /// The PTX ISA ceiling implied by `min-driver`.
     pub fn max_ptx_isa(&self) -> (u32, u32) {
-        crate::max_ptx_isa_for_driver(self.min_driver).expect("validated in parse").ptx_isa
+        crate::max_ptx_isa_for_driver(self.min_driver)
+            .expect("validated in parse")
+            .ptx_isa
     }
 
     /// The runtime library whose wheel ships `soname`, if any.
@@ -181,22 +202,31 @@ impl Pins {
 
 fn validate_version(field: &str, value: &str) -> Result<(), PinsError> {
     let ok = !value.is_empty()
-        && value.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        && value
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     if ok {
         Ok(())
     } else {
-        Err(PinsError::Invalid(format!("{field} = {value:?} is not a dotted version like \"13.0.2\"")))
+        Err(PinsError::Invalid(format!(
+            "{field} = {value:?} is not a dotted version like \"13.0.2\""
+        )))
     }
 }
 
 fn validate_date(value: &str) -> Result<(), PinsError> {
     let parts: Vec<&str> = value.split('-').collect();
     let ok = parts.len() == 3
-        && [4, 2, 2].iter().zip(&parts).all(|(n, p)| p.len() == *n && p.bytes().all(|b| b.is_ascii_digit()));
+        && [4, 2, 2]
+            .iter()
+            .zip(&parts)
+            .all(|(n, p)| p.len() == *n && p.bytes().all(|b| b.is_ascii_digit()));
     if ok {
         Ok(())
     } else {
-        Err(PinsError::Invalid(format!("toolchain.rust-nightly = {value:?} is not a date YYYY-MM-DD")))
+        Err(PinsError::Invalid(format!(
+            "toolchain.rust-nightly = {value:?} is not a date YYYY-MM-DD"
+        )))
     }
 }
 
@@ -229,22 +259,36 @@ mod tests {
         assert_eq!(pins.toolchain.cuda_major_minor(), "13.0");
         assert!(pins.matrix.targets().len() >= 2);
         assert!(pins.runtime.contains_key("cudnn"));
-        assert_eq!(pins.max_ptx_isa(), crate::max_ptx_isa_for_driver(pins.min_driver).unwrap().ptx_isa);
+        assert_eq!(
+            pins.max_ptx_isa(),
+            crate::max_ptx_isa_for_driver(pins.min_driver)
+                .unwrap()
+                .ptx_isa
+        );
     }
 
     #[test]
     fn malformed_matrix_entry_is_a_clear_error() {
         let text = workspace_toml().replacen("archs = [", "archs = [\"9.1\", ", 1);
-        let e = Pins::parse(&text, Path::new("Cargo.toml")).unwrap_err().to_string();
-        assert!(e.contains("\"9.1\"") && e.contains("not a compute capability"), "{e}");
+        let e = Pins::parse(&text, Path::new("Cargo.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"9.1\"") && e.contains("not a compute capability"),
+            "{e}"
+        );
     }
 
     #[test]
     fn missing_table_and_unknown_keys() {
-        let e = Pins::parse("[workspace]\n", Path::new("x/Cargo.toml")).unwrap_err().to_string();
+        let e = Pins::parse("[workspace]\n", Path::new("x/Cargo.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("[workspace.metadata.kiln] is missing"), "{e}");
         let text = workspace_toml().replacen("min-driver =", "min-drivr = \"1\"\nmin-driver =", 1);
-        let e = Pins::parse(&text, Path::new("Cargo.toml")).unwrap_err().to_string();
+        let e = Pins::parse(&text, Path::new("Cargo.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("min-drivr"), "{e}");
     }
 

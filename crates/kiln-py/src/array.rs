@@ -38,7 +38,9 @@ pub fn dtype_of(e: Elem) -> kiln_runtime::DType {
 
 impl Array {
     pub fn new(t: kiln_runtime::Tensor) -> Array {
-        Array { tensor: Arc::new(t) }
+        Array {
+            tensor: Arc::new(t),
+        }
     }
 }
 
@@ -79,11 +81,20 @@ impl Array {
     }
 
     fn __len__(&self) -> PyResult<usize> {
-        self.tensor.shape().first().copied().ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of a 0-d kiln.Array"))
+        self.tensor
+            .shape()
+            .first()
+            .copied()
+            .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of a 0-d kiln.Array"))
     }
 
     fn __repr__(&self) -> String {
-        format!("kiln.Array(shape={:?}, dtype={}, device=cuda:{})", self.tensor.shape(), self.dtype(), self.device())
+        format!(
+            "kiln.Array(shape={:?}, dtype={}, device=cuda:{})",
+            self.tensor.shape(),
+            self.dtype(),
+            self.device()
+        )
     }
 
     fn __dlpack_device__(&self) -> (i32, i32) {
@@ -112,7 +123,8 @@ impl Array {
         match stream {
             // 0 is the CUDA legacy default stream too; the standard calls it ambiguous, but
             // for kiln, whose work is on that stream, it needs nothing either way.
-            None | Some(0) | Some(dlpack::STREAM_LEGACY_DEFAULT) | Some(dlpack::STREAM_NO_SYNC) => {}
+            None | Some(0) | Some(dlpack::STREAM_LEGACY_DEFAULT) | Some(dlpack::STREAM_NO_SYNC) => {
+            }
             Some(_) => {
                 let gpu = device::gpu(py, self.tensor.device())?;
                 crate::device::detach(py, || gpu.synchronize()).py_err(py)?;
@@ -137,21 +149,34 @@ impl Array {
         let mut bytes = crate::device::detach(py, || t.to_host()).py_err(py)?;
         let mut dtype = self.dtype();
         if t.dtype() == kiln_runtime::DType::BF16 {
-            bytes = bytes.chunks_exact(2).flat_map(|b| ((u16::from_ne_bytes([b[0], b[1]]) as u32) << 16).to_ne_bytes()).collect();
+            bytes = bytes
+                .chunks_exact(2)
+                .flat_map(|b| ((u16::from_ne_bytes([b[0], b[1]]) as u32) << 16).to_ne_bytes())
+                .collect();
             dtype = "float32";
         }
         let np = py.import("numpy").map_err(|e| {
-            PyErr::new::<pyo3::exceptions::PyImportError, _>(format!("kiln.Array.numpy() needs numpy: {e}"))
+            PyErr::new::<pyo3::exceptions::PyImportError, _>(format!(
+                "kiln.Array.numpy() needs numpy: {e}"
+            ))
         })?;
         let flat = np.call_method1("frombuffer", (PyBytes::new(py, &bytes), dtype))?;
-        flat.call_method1("reshape", (PyTuple::new(py, t.shape())?,))?.call_method0("copy")
+        flat.call_method1("reshape", (PyTuple::new(py, t.shape())?,))?
+            .call_method0("copy")
     }
 
     /// numpy's conversion hook: `numpy.asarray(kiln_array)` copies to the host.
     #[pyo3(signature = (dtype=None, copy=None))]
-    fn __array__<'py>(&self, py: Python<'py>, dtype: Option<Bound<'py, PyAny>>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         if copy == Some(false) {
-            return Err(PyValueError::new_err("a kiln.Array lives on the GPU: numpy needs a copy (copy=False cannot be honoured)"));
+            return Err(PyValueError::new_err(
+                "a kiln.Array lives on the GPU: numpy needs a copy (copy=False cannot be honoured)",
+            ));
         }
         let a = self.numpy(py)?;
         match dtype {

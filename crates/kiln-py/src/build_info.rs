@@ -12,10 +12,14 @@ pub const PY_BUILD_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/py_build
 
 /// The build info as one JSON document (the manifest's fields at the top level).
 pub fn build_info_json() -> serde_json::Value {
-    let manifest: serde_json::Value =
-        serde_json::from_str(kiln_kernels::MANIFEST_JSON).expect("kiln-build embeds valid manifest JSON");
-    let py_build: serde_json::Value = serde_json::from_str(PY_BUILD_JSON).expect("build.rs writes valid JSON");
-    let libs = py_build["runtime_libraries"].as_object().cloned().unwrap_or_default();
+    let manifest: serde_json::Value = serde_json::from_str(kiln_kernels::MANIFEST_JSON)
+        .expect("kiln-build embeds valid manifest JSON");
+    let py_build: serde_json::Value =
+        serde_json::from_str(PY_BUILD_JSON).expect("build.rs writes valid JSON");
+    let libs = py_build["runtime_libraries"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     let mut info = match manifest {
         serde_json::Value::Object(map) => map,
         _ => unreachable!("the manifest is a JSON object"),
@@ -47,5 +51,8 @@ pub fn build_info_json() -> serde_json::Value {
 #[pyfunction]
 pub fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let text = serde_json::to_string(&build_info_json()).expect("serializes");
-    py.import("json")?.call_method1("loads", (text,))?.cast_into::<PyDict>().map_err(Into::into)
+    py.import("json")?
+        .call_method1("loads", (text,))?
+        .cast_into::<PyDict>()
+        .map_err(Into::into)
 }

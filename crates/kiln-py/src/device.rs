@@ -20,22 +20,40 @@ pub fn gpu(py: Python<'_>, ordinal: usize) -> PyResult<kiln_runtime::Gpu> {
         return Ok(g.clone());
     }
     let g = crate::device::detach(py, || kiln_runtime::Gpu::new(ordinal)).py_err(py)?;
-    Ok(map.lock().expect("gpu map").entry(ordinal).or_insert(g).clone())
+    Ok(map
+        .lock()
+        .expect("gpu map")
+        .entry(ordinal)
+        .or_insert(g)
+        .clone())
 }
 
 #[cfg(feature = "nccl")]
-static COMMS: OnceLock<Mutex<HashMap<Vec<usize>, Arc<kiln_runtime::Communicator>>>> = OnceLock::new();
+static COMMS: OnceLock<Mutex<HashMap<Vec<usize>, Arc<kiln_runtime::Communicator>>>> =
+    OnceLock::new();
 
 /// The NCCL communicator over exactly these devices (in this order), created once.
 #[cfg(feature = "nccl")]
-pub fn communicator(py: Python<'_>, ordinals: &[usize]) -> PyResult<Arc<kiln_runtime::Communicator>> {
+pub fn communicator(
+    py: Python<'_>,
+    ordinals: &[usize],
+) -> PyResult<Arc<kiln_runtime::Communicator>> {
     let map = COMMS.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(c) = map.lock().expect("comm map").get(ordinals) {
         return Ok(c.clone());
     }
-    let gpus = ordinals.iter().map(|&o| gpu(py, o)).collect::<PyResult<Vec<_>>>()?;
-    let comm = Arc::new(crate::device::detach(py, || kiln_runtime::Communicator::new(&gpus)).py_err(py)?);
-    Ok(map.lock().expect("comm map").entry(ordinals.to_vec()).or_insert(comm).clone())
+    let gpus = ordinals
+        .iter()
+        .map(|&o| gpu(py, o))
+        .collect::<PyResult<Vec<_>>>()?;
+    let comm =
+        Arc::new(crate::device::detach(py, || kiln_runtime::Communicator::new(&gpus)).py_err(py)?);
+    Ok(map
+        .lock()
+        .expect("comm map")
+        .entry(ordinals.to_vec())
+        .or_insert(comm)
+        .clone())
 }
 
 /// Runs `f` without the GIL, leaving the thread's current CUDA context as the caller had it:

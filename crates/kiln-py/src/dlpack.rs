@@ -117,7 +117,11 @@ impl Elem {
             Elem::I32 => (KDL_INT, 32),
             Elem::I64 => (KDL_INT, 64),
         };
-        DLDataType { code, bits, lanes: 1 }
+        DLDataType {
+            code,
+            bits,
+            lanes: 1,
+        }
     }
 
     pub fn size(self) -> usize {
@@ -215,7 +219,9 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py
     let kwargs = PyDict::new(py);
     let capsule = if dev_type == KDL_CUDA {
         kwargs.set_item("stream", STREAM_LEGACY_DEFAULT)?;
-        with_producer_device(obj, dev_id, || obj.call_method("__dlpack__", (), Some(&kwargs)))?
+        with_producer_device(obj, dev_id, || {
+            obj.call_method("__dlpack__", (), Some(&kwargs))
+        })?
     } else {
         obj.call_method("__dlpack__", (), Some(&kwargs))?
     };
@@ -226,7 +232,8 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py
             let m = ffi::PyCapsule_GetPointer(raw, CAPSULE.as_ptr()) as *const DLManagedTensor;
             &(*m).dl_tensor
         } else if ffi::PyCapsule_IsValid(raw, CAPSULE_VERSIONED.as_ptr()) == 1 {
-            let m = ffi::PyCapsule_GetPointer(raw, CAPSULE_VERSIONED.as_ptr()) as *const DLManagedTensorVersioned;
+            let m = ffi::PyCapsule_GetPointer(raw, CAPSULE_VERSIONED.as_ptr())
+                as *const DLManagedTensorVersioned;
             &(*m).dl_tensor
         } else {
             return Err(PyTypeError::new_err(format!(
@@ -241,13 +248,22 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py
         ))
     })?;
     if tensor.ndim < 0 {
-        return Err(PyValueError::new_err(format!("{what}: negative ndim {}", tensor.ndim)));
+        return Err(PyValueError::new_err(format!(
+            "{what}: negative ndim {}",
+            tensor.ndim
+        )));
     }
     let ndim = tensor.ndim as usize;
     // SAFETY: DLPack guarantees `ndim` entries behind `shape` (and `strides`, when not null).
-    let dims: &[i64] = if ndim == 0 { &[] } else { unsafe { std::slice::from_raw_parts(tensor.shape, ndim) } };
+    let dims: &[i64] = if ndim == 0 {
+        &[]
+    } else {
+        unsafe { std::slice::from_raw_parts(tensor.shape, ndim) }
+    };
     if let Some(d) = dims.iter().find(|d| **d < 0) {
-        return Err(PyValueError::new_err(format!("{what}: negative dimension {d} in shape {dims:?}")));
+        return Err(PyValueError::new_err(format!(
+            "{what}: negative dimension {d} in shape {dims:?}"
+        )));
     }
     let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
     if !tensor.strides.is_null() && ndim > 0 {
@@ -259,10 +275,19 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py
             )));
         }
     }
-    let data = (tensor.data as u64).checked_add(tensor.byte_offset).ok_or_else(|| {
-        PyValueError::new_err(format!("{what}: data pointer + byte_offset overflows"))
-    })?;
-    Ok(Imported { place, elem, shape, data, _capsule: capsule, _source: obj.clone() })
+    let data = (tensor.data as u64)
+        .checked_add(tensor.byte_offset)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!("{what}: data pointer + byte_offset overflows"))
+        })?;
+    Ok(Imported {
+        place,
+        elem,
+        shape,
+        data,
+        _capsule: capsule,
+        _source: obj.clone(),
+    })
 }
 
 /// Runs `f` (the `__dlpack__` call) with the producer's notion of "current CUDA device" set to
@@ -282,12 +307,20 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py
 ///   resolve the stream against the array's device themselves).
 ///
 /// Only modules the producer already imported are used (looked up in `sys.modules`).
-fn with_producer_device<'py, F>(obj: &Bound<'py, PyAny>, device: i32, f: F) -> PyResult<Bound<'py, PyAny>>
+fn with_producer_device<'py, F>(
+    obj: &Bound<'py, PyAny>,
+    device: i32,
+    f: F,
+) -> PyResult<Bound<'py, PyAny>>
 where
     F: FnOnce() -> PyResult<Bound<'py, PyAny>>,
 {
     let py = obj.py();
-    let module: String = obj.get_type().getattr("__module__").and_then(|m| m.extract()).unwrap_or_default();
+    let module: String = obj
+        .get_type()
+        .getattr("__module__")
+        .and_then(|m| m.extract())
+        .unwrap_or_default();
     let root = module.split('.').next().unwrap_or("");
     let modules = py.import("sys")?.getattr("modules")?;
     let scope = match root {
@@ -344,11 +377,21 @@ pub struct Export<T> {
 
 /// Builds the capsule for `export`: versioned (`dltensor_versioned`) when the consumer accepts
 /// DLPack ≥ 1.0 through `max_version`, the legacy `dltensor` otherwise.
-pub fn export<T: Send + 'static>(py: Python<'_>, export: Export<T>, versioned: bool) -> PyResult<Py<PyAny>> {
-    let mut owner = Box::new(Owner { _tensor: export.owner, shape: export.shape.iter().map(|&d| d as i64).collect() });
+pub fn export<T: Send + 'static>(
+    py: Python<'_>,
+    export: Export<T>,
+    versioned: bool,
+) -> PyResult<Py<PyAny>> {
+    let mut owner = Box::new(Owner {
+        _tensor: export.owner,
+        shape: export.shape.iter().map(|&d| d as i64).collect(),
+    });
     let dl_tensor = DLTensor {
         data: export.data as *mut c_void,
-        device: DLDevice { device_type: KDL_CUDA, device_id: export.device_id },
+        device: DLDevice {
+            device_type: KDL_CUDA,
+            device_id: export.device_id,
+        },
         ndim: owner.shape.len() as i32,
         dtype: export.elem.to_dl(),
         shape: owner.shape.as_mut_ptr(),
@@ -360,19 +403,35 @@ pub fn export<T: Send + 'static>(py: Python<'_>, export: Export<T>, versioned: b
     // SAFETY: the pointers are fresh Boxes; the capsule destructor or the consumer calls the
     // matching deleter exactly once, which frees both.
     unsafe {
-        let (ptr, name, destructor): (*mut c_void, &CStr, ffi::PyCapsule_Destructor) = if versioned {
+        let (ptr, name, destructor): (*mut c_void, &CStr, ffi::PyCapsule_Destructor) = if versioned
+        {
             let m = Box::new(DLManagedTensorVersioned {
-                version: DLPackVersion { major: VERSION.0, minor: VERSION.1 },
+                version: DLPackVersion {
+                    major: VERSION.0,
+                    minor: VERSION.1,
+                },
                 manager_ctx: ctx,
                 deleter: Some(delete_versioned::<T>),
                 // Writable, not a copy: kiln's result is the consumer's to use.
                 flags: 0,
                 dl_tensor,
             });
-            (Box::into_raw(m) as *mut c_void, CAPSULE_VERSIONED, capsule_destructor_versioned)
+            (
+                Box::into_raw(m) as *mut c_void,
+                CAPSULE_VERSIONED,
+                capsule_destructor_versioned,
+            )
         } else {
-            let m = Box::new(DLManagedTensor { dl_tensor, manager_ctx: ctx, deleter: Some(delete_legacy::<T>) });
-            (Box::into_raw(m) as *mut c_void, CAPSULE, capsule_destructor_legacy)
+            let m = Box::new(DLManagedTensor {
+                dl_tensor,
+                manager_ctx: ctx,
+                deleter: Some(delete_legacy::<T>),
+            });
+            (
+                Box::into_raw(m) as *mut c_void,
+                CAPSULE,
+                capsule_destructor_legacy,
+            )
         };
         let capsule = ffi::PyCapsule_New(ptr, name.as_ptr(), Some(destructor));
         if capsule.is_null() {
@@ -424,7 +483,8 @@ unsafe extern "C" fn capsule_destructor_versioned(capsule: *mut ffi::PyObject) {
     if ffi::PyCapsule_IsValid(capsule, USED_VERSIONED.as_ptr()) == 1 {
         return;
     }
-    let m = ffi::PyCapsule_GetPointer(capsule, CAPSULE_VERSIONED.as_ptr()) as *mut DLManagedTensorVersioned;
+    let m = ffi::PyCapsule_GetPointer(capsule, CAPSULE_VERSIONED.as_ptr())
+        as *mut DLManagedTensorVersioned;
     if m.is_null() {
         ffi::PyErr_Clear();
         return;

@@ -22,8 +22,15 @@ struct Operands<'py> {
 
 impl<'py> Operands<'py> {
     /// `device`: where host-only operands go (default: device 0).
-    fn gather(py: Python<'py>, args: &[(&str, &Bound<'py, PyAny>)], device: Option<usize>) -> PyResult<Operands<'py>> {
-        let imported = args.iter().map(|(name, obj)| dlpack::import(obj, name)).collect::<PyResult<Vec<_>>>()?;
+    fn gather(
+        py: Python<'py>,
+        args: &[(&str, &Bound<'py, PyAny>)],
+        device: Option<usize>,
+    ) -> PyResult<Operands<'py>> {
+        let imported = args
+            .iter()
+            .map(|(name, obj)| dlpack::import(obj, name))
+            .collect::<PyResult<Vec<_>>>()?;
         let mut ordinal: Option<(usize, &str)> = device.map(|d| (d, "device="));
         for ((name, _), imp) in args.iter().zip(&imported) {
             if let Place::Cuda(id) = imp.place {
@@ -47,12 +54,19 @@ impl<'py> Operands<'py> {
         for imp in &imported {
             let dtype = dtype_of(imp.elem);
             match imp.place {
-                Place::Cuda(_) => views.push(kiln_runtime::View::new(imp.data, dtype, imp.shape.clone())),
+                Place::Cuda(_) => {
+                    views.push(kiln_runtime::View::new(imp.data, dtype, imp.shape.clone()))
+                }
                 Place::Host => {
                     let t = {
                         // The copy binds the GPU's context: give the caller theirs back.
                         let _restore = kiln_runtime::ContextGuard::save();
-                        kiln_runtime::Tensor::from_host(&gpu, imp.host_bytes(), dtype, imp.shape.clone())
+                        kiln_runtime::Tensor::from_host(
+                            &gpu,
+                            imp.host_bytes(),
+                            dtype,
+                            imp.shape.clone(),
+                        )
                     }
                     .py_err(py)?;
                     views.push(t.view());
@@ -60,14 +74,23 @@ impl<'py> Operands<'py> {
                 }
             }
         }
-        Ok(Operands { gpu, views, _imported: imported, _staged: staged })
+        Ok(Operands {
+            gpu,
+            views,
+            _imported: imported,
+            _staged: staged,
+        })
     }
 }
 
 /// Runs `f(gpu, views)` without the GIL and wraps the tensor it returns.
 fn launch<F>(py: Python<'_>, ops: Operands<'_>, f: F) -> PyResult<Array>
 where
-    F: FnOnce(&kiln_runtime::Gpu, &[kiln_runtime::View]) -> kiln_runtime::Result<kiln_runtime::Tensor> + Send,
+    F: FnOnce(
+            &kiln_runtime::Gpu,
+            &[kiln_runtime::View],
+        ) -> kiln_runtime::Result<kiln_runtime::Tensor>
+        + Send,
 {
     let (gpu, views) = (&ops.gpu, &ops.views);
     let t = crate::device::detach(py, || f(gpu, views)).py_err(py)?;
@@ -76,7 +99,11 @@ where
 
 /// out = a + b.
 #[pyfunction]
-pub fn vecadd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>) -> PyResult<Array> {
+pub fn vecadd<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+) -> PyResult<Array> {
     let ops = Operands::gather(py, &[("a", a), ("b", b)], None)?;
     launch(py, ops, |g, v| g.vecadd(&v[0], &v[1]))
 }
@@ -84,14 +111,24 @@ pub fn vecadd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>
 /// out = alpha * x + beta * y (math in float32).
 #[pyfunction]
 #[pyo3(signature = (x, y, alpha = 1.0, beta = 1.0))]
-pub fn axpby<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, y: &Bound<'py, PyAny>, alpha: f32, beta: f32) -> PyResult<Array> {
+pub fn axpby<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    y: &Bound<'py, PyAny>,
+    alpha: f32,
+    beta: f32,
+) -> PyResult<Array> {
     let ops = Operands::gather(py, &[("x", x), ("y", y)], None)?;
     launch(py, ops, |g, v| g.axpby(&v[0], &v[1], alpha, beta))
 }
 
 /// out = silu(gate) * up (the SwiGLU gate).
 #[pyfunction]
-pub fn silu_mul<'py>(py: Python<'py>, gate: &Bound<'py, PyAny>, up: &Bound<'py, PyAny>) -> PyResult<Array> {
+pub fn silu_mul<'py>(
+    py: Python<'py>,
+    gate: &Bound<'py, PyAny>,
+    up: &Bound<'py, PyAny>,
+) -> PyResult<Array> {
     let ops = Operands::gather(py, &[("gate", gate), ("up", up)], None)?;
     launch(py, ops, |g, v| g.silu_mul(&v[0], &v[1]))
 }
@@ -99,7 +136,12 @@ pub fn silu_mul<'py>(py: Python<'py>, gate: &Bound<'py, PyAny>, up: &Bound<'py, 
 /// RMSNorm over the last dimension: x * rsqrt(mean(x^2) + eps) * weight.
 #[pyfunction]
 #[pyo3(signature = (x, weight, eps = 1e-6))]
-pub fn rmsnorm<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, weight: &Bound<'py, PyAny>, eps: f32) -> PyResult<Array> {
+pub fn rmsnorm<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    weight: &Bound<'py, PyAny>,
+    eps: f32,
+) -> PyResult<Array> {
     let ops = Operands::gather(py, &[("x", x), ("weight", weight)], None)?;
     launch(py, ops, |g, v| g.rmsnorm(&v[0], &v[1], eps))
 }
@@ -125,14 +167,20 @@ pub fn rope<'py>(
     match positions {
         Some(p) => {
             if offset != 0 {
-                return Err(PyValueError::new_err("rope: give positions or offset, not both"));
+                return Err(PyValueError::new_err(
+                    "rope: give positions or offset, not both",
+                ));
             }
             let ops = Operands::gather(py, &[("x", x), ("positions", p)], None)?;
-            launch(py, ops, |g, v| g.rope(&v[0], kiln_runtime::Positions::Ids(&v[1]), theta))
+            launch(py, ops, |g, v| {
+                g.rope(&v[0], kiln_runtime::Positions::Ids(&v[1]), theta)
+            })
         }
         None => {
             let ops = Operands::gather(py, &[("x", x)], None)?;
-            launch(py, ops, |g, v| g.rope(&v[0], kiln_runtime::Positions::Offset(offset), theta))
+            launch(py, ops, |g, v| {
+                g.rope(&v[0], kiln_runtime::Positions::Offset(offset), theta)
+            })
         }
     }
 }
@@ -140,7 +188,11 @@ pub fn rope<'py>(
 /// Embedding lookup: out[..., :] = table[ids[...], :] (ids int32 or int64, any shape).
 /// Never waits for the GPU: an id outside [0, vocab) gives a row of zeros.
 #[pyfunction]
-pub fn embedding<'py>(py: Python<'py>, table: &Bound<'py, PyAny>, ids: &Bound<'py, PyAny>) -> PyResult<Array> {
+pub fn embedding<'py>(
+    py: Python<'py>,
+    table: &Bound<'py, PyAny>,
+    ids: &Bound<'py, PyAny>,
+) -> PyResult<Array> {
     let ops = Operands::gather(py, &[("table", table), ("ids", ids)], None)?;
     launch(py, ops, |g, v| g.embedding(&v[0], &v[1]))
 }
@@ -148,7 +200,11 @@ pub fn embedding<'py>(py: Python<'py>, table: &Bound<'py, PyAny>, ids: &Bound<'p
 /// embedding, plus IdOutOfRangeError (an IndexError) for an id outside [0, vocab);
 /// waits for the GPU (an 8-byte read back) on every call.
 #[pyfunction]
-pub fn embedding_checked<'py>(py: Python<'py>, table: &Bound<'py, PyAny>, ids: &Bound<'py, PyAny>) -> PyResult<Array> {
+pub fn embedding_checked<'py>(
+    py: Python<'py>,
+    table: &Bound<'py, PyAny>,
+    ids: &Bound<'py, PyAny>,
+) -> PyResult<Array> {
     let ops = Operands::gather(py, &[("table", table), ("ids", ids)], None)?;
     launch(py, ops, |g, v| g.embedding_checked(&v[0], &v[1]))
 }
@@ -164,7 +220,11 @@ pub fn copy<'py>(py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Array> {
 /// arrays are copied on their own device.
 #[pyfunction]
 #[pyo3(signature = (x, device = None))]
-pub fn asarray<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, device: Option<usize>) -> PyResult<Array> {
+pub fn asarray<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    device: Option<usize>,
+) -> PyResult<Array> {
     let mut ops = Operands::gather(py, &[("x", x)], device)?;
     if let Some(t) = ops._staged.pop() {
         return Ok(Array::new(t));
@@ -175,7 +235,11 @@ pub fn asarray<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, device: Option<usize
 /// a @ b through cuBLAS: a [m, k], b [k, n] -> [m, n].
 #[cfg(feature = "cublas")]
 #[pyfunction]
-pub fn matmul<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>) -> PyResult<Array> {
+pub fn matmul<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+) -> PyResult<Array> {
     let ops = Operands::gather(py, &[("a", a), ("b", b)], None)?;
     launch(py, ops, |g, v| g.matmul(&v[0], &v[1]))
 }
@@ -192,24 +256,39 @@ pub fn cudnn_softmax<'py>(py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Ar
 /// dtype; returns one new array per device, each holding the sum. One array (one GPU) works.
 #[cfg(feature = "nccl")]
 #[pyfunction]
-pub fn all_reduce_sum<'py>(py: Python<'py>, inputs: Vec<Bound<'py, PyAny>>) -> PyResult<Vec<Array>> {
+pub fn all_reduce_sum<'py>(
+    py: Python<'py>,
+    inputs: Vec<Bound<'py, PyAny>>,
+) -> PyResult<Vec<Array>> {
     if inputs.is_empty() {
         return Err(raise(py, "ShapeError", "all_reduce_sum: no inputs".into()));
     }
     let names: Vec<String> = (0..inputs.len()).map(|i| format!("inputs[{i}]")).collect();
-    let imported = inputs.iter().zip(&names).map(|(o, n)| dlpack::import(o, n)).collect::<PyResult<Vec<_>>>()?;
+    let imported = inputs
+        .iter()
+        .zip(&names)
+        .map(|(o, n)| dlpack::import(o, n))
+        .collect::<PyResult<Vec<_>>>()?;
     let mut ordinals = Vec::with_capacity(imported.len());
     for (imp, name) in imported.iter().zip(&names) {
         match imp.place {
             Place::Cuda(id) => ordinals.push(id as usize),
             Place::Host => {
-                return Err(raise(py, "DeviceMemoryError", format!("all_reduce_sum: {name} is in host memory; give one CUDA array per GPU")))
+                return Err(raise(
+                    py,
+                    "DeviceMemoryError",
+                    format!(
+                        "all_reduce_sum: {name} is in host memory; give one CUDA array per GPU"
+                    ),
+                ))
             }
         }
     }
     let comm = device::communicator(py, &ordinals)?;
-    let views: Vec<kiln_runtime::View> =
-        imported.iter().map(|i| kiln_runtime::View::new(i.data, dtype_of(i.elem), i.shape.clone())).collect();
+    let views: Vec<kiln_runtime::View> = imported
+        .iter()
+        .map(|i| kiln_runtime::View::new(i.data, dtype_of(i.elem), i.shape.clone()))
+        .collect();
     let refs: Vec<&kiln_runtime::View> = views.iter().collect();
     let outs = crate::device::detach(py, || comm.all_reduce_sum(&refs)).py_err(py)?;
     Ok(outs.into_iter().map(Array::new).collect())

@@ -4,7 +4,9 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::OnceLock;
 
-use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasOperation_t, cudaDataType};
+use cudarc::cublas::sys::{
+    cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasOperation_t, cudaDataType,
+};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -61,9 +63,17 @@ fn check(api: &Api, call: &str, status: c_int) -> Result<()> {
     // SAFETY: cuBLAS returns a static string for any status.
     let text = unsafe {
         let p = (api.status_string)(status);
-        if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
+        if p.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
     };
-    Err(Error::Library { library: "cuBLAS", call: call.to_string(), message: format!("status {status}: {text}") })
+    Err(Error::Library {
+        library: "cuBLAS",
+        call: call.to_string(),
+        message: format!("status {status}: {text}"),
+    })
 }
 
 /// One cuBLAS handle per GPU, on the legacy default stream (cuBLAS's default).
@@ -95,8 +105,15 @@ impl Gpu {
         self.bind()?;
         if k == 0 {
             // An empty sum: zeros (cuBLAS may leave C untouched for k = 0).
-            unsafe { cudarc::driver::result::memset_d8_async(out.ptr(), 0, out.nbytes(), self.stream().cu_stream()) }
-                .map_err(|e| Error::driver("cuMemsetD8Async", e))?;
+            unsafe {
+                cudarc::driver::result::memset_d8_async(
+                    out.ptr(),
+                    0,
+                    out.nbytes(),
+                    self.stream().cu_stream(),
+                )
+            }
+            .map_err(|e| Error::driver("cuMemsetD8Async", e))?;
             return Ok(out);
         }
         let ty = match a.dtype {
@@ -112,7 +129,10 @@ impl Gpu {
             check(api, "cublasCreate", unsafe { (api.create)(&mut h) })?;
             *slot = Some(Blas(h));
         }
-        let handle = slot.as_ref().map(|b| b.0).ok_or_else(|| Error::Shape("cuBLAS handle".into()))?;
+        let handle = slot
+            .as_ref()
+            .map(|b| b.0)
+            .ok_or_else(|| Error::Shape("cuBLAS handle".into()))?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: swap the operands, no transposes.
         // SAFETY: pointers checked above; sizes from validate::matmul (each < 2^31); the handle

@@ -18,7 +18,9 @@ impl ContextGuard {
         if crate::loader::driver().is_err() {
             return ContextGuard { saved: None };
         }
-        let current = result::ctx::get_current().ok().map(|c| c.unwrap_or(std::ptr::null_mut()));
+        let current = result::ctx::get_current()
+            .ok()
+            .map(|c| c.unwrap_or(std::ptr::null_mut()));
         ContextGuard { saved: current }
     }
 }

@@ -6,7 +6,8 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::OnceLock;
 
 use cudarc::cudnn::sys::{
-    cudnnDataType_t, cudnnHandle_t, cudnnSoftmaxAlgorithm_t, cudnnSoftmaxMode_t, cudnnTensorDescriptor_t, cudnnTensorFormat_t,
+    cudnnDataType_t, cudnnHandle_t, cudnnSoftmaxAlgorithm_t, cudnnSoftmaxMode_t,
+    cudnnTensorDescriptor_t, cudnnTensorFormat_t,
 };
 
 use crate::dtype::DType;
@@ -20,7 +21,15 @@ type Create = unsafe extern "C" fn(*mut cudnnHandle_t) -> c_int;
 type Destroy = unsafe extern "C" fn(cudnnHandle_t) -> c_int;
 type CreateDesc = unsafe extern "C" fn(*mut cudnnTensorDescriptor_t) -> c_int;
 type DestroyDesc = unsafe extern "C" fn(cudnnTensorDescriptor_t) -> c_int;
-type SetDesc4d = unsafe extern "C" fn(cudnnTensorDescriptor_t, cudnnTensorFormat_t, cudnnDataType_t, c_int, c_int, c_int, c_int) -> c_int;
+type SetDesc4d = unsafe extern "C" fn(
+    cudnnTensorDescriptor_t,
+    cudnnTensorFormat_t,
+    cudnnDataType_t,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+) -> c_int;
 #[rustfmt::skip]
 type SoftmaxForward = unsafe extern "C" fn(
     cudnnHandle_t, cudnnSoftmaxAlgorithm_t, cudnnSoftmaxMode_t, *const c_void,
@@ -72,9 +81,17 @@ fn check(api: &Api, call: &str, status: c_int) -> Result<()> {
     // SAFETY: cuDNN returns a static string for any status.
     let text = unsafe {
         let p = (api.error_string)(status);
-        if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
+        if p.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
     };
-    Err(Error::Library { library: "cuDNN", call: call.to_string(), message: format!("status {status}: {text}") })
+    Err(Error::Library {
+        library: "cuDNN",
+        call: call.to_string(),
+        message: format!("status {status}: {text}"),
+    })
 }
 
 pub(crate) struct Dnn(cudnnHandle_t);
@@ -105,7 +122,9 @@ impl Gpu {
     pub fn cudnn_softmax(&self, x: &View) -> Result<Tensor> {
         let (rows, cols) = validate::softmax(x)?;
         if rows > i32::MAX as usize || cols > i32::MAX as usize {
-            return Err(Error::Shape(format!("cudnn_softmax: {rows} rows × {cols} cols do not fit cuDNN's int")));
+            return Err(Error::Shape(format!(
+                "cudnn_softmax: {rows} rows × {cols} cols do not fit cuDNN's int"
+            )));
         }
         self.check_view("cudnn_softmax x", x)?;
         let api = api()?;
@@ -117,7 +136,11 @@ impl Gpu {
             DType::F32 => cudnnDataType_t::CUDNN_DATA_FLOAT,
             DType::F16 => cudnnDataType_t::CUDNN_DATA_HALF,
             DType::BF16 => cudnnDataType_t::CUDNN_DATA_BFLOAT16,
-            other => return Err(Error::DType(format!("cudnn_softmax: no cuDNN type for {other}"))),
+            other => {
+                return Err(Error::DType(format!(
+                    "cudnn_softmax: no cuDNN type for {other}"
+                )))
+            }
         };
         self.bind()?;
         let mut slot = self.dnn_slot().lock().unwrap_or_else(|p| p.into_inner());
@@ -127,13 +150,28 @@ impl Gpu {
             check(api, "cudnnCreate", unsafe { (api.create)(&mut h) })?;
             *slot = Some(Dnn(h));
         }
-        let handle = slot.as_ref().map(|d| d.0).ok_or_else(|| Error::Shape("cuDNN handle".into()))?;
+        let handle = slot
+            .as_ref()
+            .map(|d| d.0)
+            .ok_or_else(|| Error::Shape("cuDNN handle".into()))?;
         let mut raw: cudnnTensorDescriptor_t = std::ptr::null_mut();
         // SAFETY: out-parameter.
-        check(api, "cudnnCreateTensorDescriptor", unsafe { (api.create_desc)(&mut raw) })?;
+        check(api, "cudnnCreateTensorDescriptor", unsafe {
+            (api.create_desc)(&mut raw)
+        })?;
         let desc = Desc(raw, api);
         // SAFETY: a live descriptor; dims checked to fit int.
-        let status = unsafe { (api.set_desc_4d)(desc.0, cudnnTensorFormat_t::CUDNN_TENSOR_NCHW, ty, rows as c_int, cols as c_int, 1, 1) };
+        let status = unsafe {
+            (api.set_desc_4d)(
+                desc.0,
+                cudnnTensorFormat_t::CUDNN_TENSOR_NCHW,
+                ty,
+                rows as c_int,
+                cols as c_int,
+                1,
+                1,
+            )
+        };
         check(api, "cudnnSetTensor4dDescriptor", status)?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         // SAFETY: x and out hold rows × cols elements of `ty`; the handle runs on the legacy

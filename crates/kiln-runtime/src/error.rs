@@ -16,10 +16,19 @@ pub enum Error {
     Driver { call: String, message: String },
     /// A runtime library (cuBLAS, cuDNN, NCCL) could not be loaded.
     #[error("{soname} could not be loaded ({purpose}): {reason}. Install {wheel} (pip) or put its lib directory on LD_LIBRARY_PATH")]
-    MissingLibrary { soname: String, purpose: String, wheel: String, reason: String },
+    MissingLibrary {
+        soname: String,
+        purpose: String,
+        wheel: String,
+        reason: String,
+    },
     /// A cuBLAS, cuDNN or NCCL call returned an error status.
     #[error("{library} error in {call}: {message}")]
-    Library { library: &'static str, call: String, message: String },
+    Library {
+        library: &'static str,
+        call: String,
+        message: String,
+    },
     /// Shapes of the operands do not fit the operation.
     #[error("shape error: {0}")]
     Shape(String),
@@ -38,14 +47,23 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn driver(call: &str, e: cudarc::driver::DriverError) -> Error {
-        Error::Driver { call: call.to_string(), message: driver_message(e) }
+        Error::Driver {
+            call: call.to_string(),
+            message: driver_message(e),
+        }
     }
 }
 
 /// "CUDA_ERROR_X: description" for a driver error, without panicking on unknown codes.
 pub(crate) fn driver_message(e: cudarc::driver::DriverError) -> String {
-    let name = e.error_name().ok().map(|s| s.to_string_lossy().into_owned());
-    let text = e.error_string().ok().map(|s| s.to_string_lossy().into_owned());
+    let name = e
+        .error_name()
+        .ok()
+        .map(|s| s.to_string_lossy().into_owned());
+    let text = e
+        .error_string()
+        .ok()
+        .map(|s| s.to_string_lossy().into_owned());
     match (name, text) {
         (Some(n), Some(t)) => format!("{n}: {t}"),
         (Some(n), None) => n,

@@ -76,7 +76,8 @@ impl Gpu {
         if ordinal >= count {
             return Err(Error::NoDevice { ordinal, count });
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| Error::driver("cuDevicePrimaryCtxRetain", e))?;
+        let ctx =
+            CudaContext::new(ordinal).map_err(|e| Error::driver("cuDevicePrimaryCtxRetain", e))?;
         // One stream only (the legacy default stream): no cross-stream event bookkeeping.
         // SAFETY: kiln-runtime never uses a second stream for its allocations.
         unsafe { ctx.disable_event_tracking() };
@@ -86,16 +87,21 @@ impl Gpu {
         }
         let fatbin = kiln_kernels::fatbin();
         // SAFETY: the fatbin is a valid, 8-byte aligned image that lives for the program.
-        let raw = unsafe { result::module::load_data(fatbin.as_ptr() as *const c_void) }.map_err(|e| {
-            Error::Driver {
+        let raw = unsafe { result::module::load_data(fatbin.as_ptr() as *const c_void) }.map_err(
+            |e| Error::Driver {
                 call: "cuModuleLoadData".into(),
                 message: format!(
                     "{} — kiln's fatbin has no code this GPU can run (its targets: {})",
                     driver_message(e),
-                    kiln_kernels::manifest().targets.iter().map(|t| t.target.clone()).collect::<Vec<_>>().join(", ")
+                    kiln_kernels::manifest()
+                        .targets
+                        .iter()
+                        .map(|t| t.target.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
-            }
-        })?;
+            },
+        )?;
         let sm_count = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(|e| Error::driver("cuDeviceGetAttribute", e))? as u32;
@@ -105,7 +111,11 @@ impl Gpu {
                 ordinal,
                 ctx,
                 stream,
-                module: Module { raw, functions: Mutex::new(HashMap::new()), occupancy: Mutex::new(HashMap::new()) },
+                module: Module {
+                    raw,
+                    functions: Mutex::new(HashMap::new()),
+                    occupancy: Mutex::new(HashMap::new()),
+                },
                 sm_count,
                 name,
                 blas: Mutex::new(None),
@@ -119,7 +129,8 @@ impl Gpu {
         loader::driver()?;
         guard("counting devices", || {
             result::init().map_err(|e| Error::driver("cuInit", e))?;
-            let n = result::device::get_count().map_err(|e| Error::driver("cuDeviceGetCount", e))?;
+            let n =
+                result::device::get_count().map_err(|e| Error::driver("cuDeviceGetCount", e))?;
             Ok(n.max(0) as usize)
         })
     }
@@ -140,8 +151,16 @@ impl Gpu {
     /// (major, minor) compute capability.
     pub fn compute_capability(&self) -> Result<(u32, u32)> {
         use sys::CUdevice_attribute::*;
-        let a = |k| self.inner.ctx.attribute(k).map_err(|e| Error::driver("cuDeviceGetAttribute", e));
-        Ok((a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? as u32, a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32))
+        let a = |k| {
+            self.inner
+                .ctx
+                .attribute(k)
+                .map_err(|e| Error::driver("cuDeviceGetAttribute", e))
+        };
+        Ok((
+            a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? as u32,
+            a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32,
+        ))
     }
 
     /// The driver's CUDA version (e.g. 13000 for 13.0), from `cuDriverGetVersion`.
@@ -159,7 +178,10 @@ impl Gpu {
     /// Waits for all work on this GPU's context.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        self.inner.ctx.synchronize().map_err(|e| Error::driver("cuCtxSynchronize", e))
+        self.inner
+            .ctx
+            .synchronize()
+            .map_err(|e| Error::driver("cuCtxSynchronize", e))
     }
 
     pub(crate) fn stream(&self) -> &Arc<CudaStream> {
@@ -176,7 +198,10 @@ impl Gpu {
 
     /// Makes this GPU's context current on the calling thread.
     pub(crate) fn bind(&self) -> Result<()> {
-        self.inner.ctx.bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))
+        self.inner
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| Error::driver("cuCtxSetCurrent", e))
     }
 
     /// Checks that `view` is device memory of this GPU, aligned for its dtype.
@@ -185,7 +210,10 @@ impl Gpu {
             return Ok(());
         }
         if !view.ptr.is_multiple_of(view.dtype.size() as u64) {
-            return Err(Error::Memory(format!("{what}: pointer {:#x} is not aligned to its {} elements", view.ptr, view.dtype)));
+            return Err(Error::Memory(format!(
+                "{what}: pointer {:#x} is not aligned to its {} elements",
+                view.ptr, view.dtype
+            )));
         }
         // Device (or managed) memory of this GPU; host memory — even where the GPU could reach
         // it (pinned, or HMM) — is refused: the caller meant a copy. One driver call for both
@@ -195,9 +223,14 @@ impl Gpu {
             sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
         ];
         let (mut kind, mut ordinal): (u32, i32) = (0, -1);
-        let mut data = [&mut kind as *mut u32 as *mut c_void, &mut ordinal as *mut i32 as *mut c_void];
+        let mut data = [
+            &mut kind as *mut u32 as *mut c_void,
+            &mut ordinal as *mut i32 as *mut c_void,
+        ];
         // SAFETY: two attributes, each written as a 32-bit int into its slot.
-        let r = unsafe { sys::cuPointerGetAttributes(2, attrs.as_mut_ptr(), data.as_mut_ptr(), view.ptr) };
+        let r = unsafe {
+            sys::cuPointerGetAttributes(2, attrs.as_mut_ptr(), data.as_mut_ptr(), view.ptr)
+        };
         let not_device = |why: String| {
             Error::Memory(format!(
                 "{what}: {:#x} is not CUDA device memory ({why}) — pass a GPU array, or copy host data with Tensor::from_host",
@@ -210,27 +243,54 @@ impl Gpu {
         let device = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
         let unified = sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as u32;
         if kind != device && kind != unified {
-            let why = if kind == 0 { "unknown to CUDA".to_string() } else { format!("memory type {kind}") };
+            let why = if kind == 0 {
+                "unknown to CUDA".to_string()
+            } else {
+                format!("memory type {kind}")
+            };
             return Err(not_device(why));
         }
         if ordinal != self.inner.ordinal as i32 {
-            return Err(Error::Memory(format!("{what}: memory is on GPU {ordinal}, the op runs on GPU {}", self.inner.ordinal)));
+            return Err(Error::Memory(format!(
+                "{what}: memory is on GPU {ordinal}, the op runs on GPU {}",
+                self.inner.ordinal
+            )));
         }
         Ok(())
     }
 
     fn function(&self, name: &'static str) -> Result<Function> {
-        let mut map = self.inner.module.functions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self
+            .inner
+            .module
+            .functions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(f) = map.get(name) {
             return Ok(*f);
         }
-        let c = CString::new(name).map_err(|_| Error::Driver { call: "cuModuleGetFunction".into(), message: "bad name".into() })?;
+        let c = CString::new(name).map_err(|_| Error::Driver {
+            call: "cuModuleGetFunction".into(),
+            message: "bad name".into(),
+        })?;
         // SAFETY: the module is loaded for the lifetime of Inner.
-        let f = unsafe { result::module::get_function(self.inner.module.raw, c) }
-            .map_err(|e| Error::Driver { call: format!("cuModuleGetFunction({name})"), message: driver_message(e) })?;
+        let f = unsafe { result::module::get_function(self.inner.module.raw, c) }.map_err(|e| {
+            Error::Driver {
+                call: format!("cuModuleGetFunction({name})"),
+                message: driver_message(e),
+            }
+        })?;
         // SAFETY: f is a valid function of the loaded module.
-        let max = unsafe { result::function::get_function_attribute(f, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) }
-            .map_err(|e| Error::Driver { call: format!("cuFuncGetAttribute({name})"), message: driver_message(e) })?;
+        let max = unsafe {
+            result::function::get_function_attribute(
+                f,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            )
+        }
+        .map_err(|e| Error::Driver {
+            call: format!("cuFuncGetAttribute({name})"),
+            message: driver_message(e),
+        })?;
         let func = Function(f, max.max(32) as u32);
         map.insert(name, func);
         Ok(func)
@@ -248,41 +308,94 @@ impl Gpu {
     ///
     /// # Safety
     /// The argument types and the memory they point to must match the kernel.
-    pub(crate) unsafe fn launch(&self, name: &'static str, grid: u32, block: u32, shared: u32, args: &mut [*mut c_void]) -> Result<()> {
+    pub(crate) unsafe fn launch(
+        &self,
+        name: &'static str,
+        grid: u32,
+        block: u32,
+        shared: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
         self.bind()?;
         let f = self.function(name)?.0;
-        result::launch_kernel(f, (grid.max(1), 1, 1), (block, 1, 1), shared, self.inner.stream.cu_stream(), args)
-            .map_err(|e| Error::Driver { call: format!("cuLaunchKernel({name})"), message: driver_message(e) })
+        result::launch_kernel(
+            f,
+            (grid.max(1), 1, 1),
+            (block, 1, 1),
+            shared,
+            self.inner.stream.cu_stream(),
+            args,
+        )
+        .map_err(|e| Error::Driver {
+            call: format!("cuLaunchKernel({name})"),
+            message: driver_message(e),
+        })
     }
 
     /// How many blocks of kernel `name` fit on the GPU at once (SMs × resident blocks per SM
     /// at this block size and dynamic shared memory, as the driver computes it from the
     /// kernel's registers). Grid-stride kernels launch at most this many: one full wave, no
     /// stragglers waiting for a second.
-    pub(crate) fn resident_blocks(&self, name: &'static str, block: u32, shared: u32) -> Result<u32> {
+    pub(crate) fn resident_blocks(
+        &self,
+        name: &'static str,
+        block: u32,
+        shared: u32,
+    ) -> Result<u32> {
         let key = (name, block, shared);
-        if let Some(n) = self.inner.module.occupancy.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        if let Some(n) = self
+            .inner
+            .module
+            .occupancy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
             return Ok(*n);
         }
         let f = self.function(name)?.0;
         // SAFETY: f is a function of the loaded module.
-        let per_sm = unsafe { result::occupancy::max_active_block_per_multiprocessor(f, block as i32, shared as usize) }
-            .map_err(|e| Error::Driver { call: format!("cuOccupancyMaxActiveBlocksPerMultiprocessor({name})"), message: driver_message(e) })?;
+        let per_sm = unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(f, block as i32, shared as usize)
+        }
+        .map_err(|e| Error::Driver {
+            call: format!("cuOccupancyMaxActiveBlocksPerMultiprocessor({name})"),
+            message: driver_message(e),
+        })?;
         let n = self.inner.sm_count * per_sm.max(1) as u32;
-        self.inner.module.occupancy.lock().unwrap_or_else(|p| p.into_inner()).insert(key, n);
+        self.inner
+            .module
+            .occupancy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, n);
         Ok(n)
     }
 
     /// Grid for a grid-stride kernel over `work` items (packs, rows, tokens): never more
     /// blocks than the work needs, nor than fit at once.
-    pub(crate) fn grid_for(&self, name: &'static str, work: u64, block: u32, shared: u32) -> Result<u32> {
+    pub(crate) fn grid_for(
+        &self,
+        name: &'static str,
+        work: u64,
+        block: u32,
+        shared: u32,
+    ) -> Result<u32> {
         let needed = work.div_ceil(block as u64).max(1);
         Ok(needed.min(self.resident_blocks(name, block, shared)? as u64) as u32)
     }
 
     /// Grid for a block-per-row kernel (grid-stride over rows).
-    pub(crate) fn rows_grid(&self, name: &'static str, rows: usize, block: u32, shared: u32) -> Result<u32> {
-        Ok((rows as u64).min(self.resident_blocks(name, block, shared)? as u64).max(1) as u32)
+    pub(crate) fn rows_grid(
+        &self,
+        name: &'static str,
+        rows: usize,
+        block: u32,
+        shared: u32,
+    ) -> Result<u32> {
+        Ok((rows as u64)
+            .min(self.resident_blocks(name, block, shared)? as u64)
+            .max(1) as u32)
     }
 }
 
@@ -296,15 +409,25 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
     // SAFETY: out-parameter for the device's default pool.
     let r = unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) };
     if r != sys::CUresult::CUDA_SUCCESS {
-        return Err(Error::driver("cuDeviceGetDefaultMemPool", result::DriverError(r)));
+        return Err(Error::driver(
+            "cuDeviceGetDefaultMemPool",
+            result::DriverError(r),
+        ));
     }
     let mut threshold: u64 = u64::MAX;
     // SAFETY: the attribute takes a pointer to a cuuint64_t.
     let r = unsafe {
-        sys::cuMemPoolSetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &mut threshold as *mut u64 as *mut c_void)
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            &mut threshold as *mut u64 as *mut c_void,
+        )
     };
     if r != sys::CUresult::CUDA_SUCCESS {
-        return Err(Error::driver("cuMemPoolSetAttribute", result::DriverError(r)));
+        return Err(Error::driver(
+            "cuMemPoolSetAttribute",
+            result::DriverError(r),
+        ));
     }
     Ok(())
 }
@@ -320,7 +443,10 @@ pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(Error::Driver { call: what.to_string(), message: msg })
+            Err(Error::Driver {
+                call: what.to_string(),
+                message: msg,
+            })
         }
     }
 }

@@ -54,7 +54,11 @@ fn library_path() -> String {
 fn symbol_address(lib: &Library, symbol: &str) -> Option<usize> {
     let name = format!("{symbol}\0");
     // SAFETY: only the address is read; the function is never called through this type.
-    unsafe { lib.get::<*const ()>(name.as_bytes()).ok().map(|s| *s as usize) }
+    unsafe {
+        lib.get::<*const ()>(name.as_bytes())
+            .ok()
+            .map(|s| *s as usize)
+    }
 }
 
 /// Checks that cudarc's copy of the driver is the library we loaded, by comparing the address
@@ -67,7 +71,12 @@ fn same_as_cudarc(
     let theirs = catch_unwind(AssertUnwindSafe(cudarc_lib)).map_err(|p| panic_text(&p))?;
     let name = format!("{symbol}\0");
     // SAFETY: only the address is read.
-    let theirs = unsafe { theirs.get::<*const ()>(name.as_bytes()).ok().map(|s| *s as usize) };
+    let theirs = unsafe {
+        theirs
+            .get::<*const ()>(name.as_bytes())
+            .ok()
+            .map(|s| *s as usize)
+    };
     match (symbol_address(ours, symbol), theirs) {
         (Some(a), Some(b)) if a == b => Ok(()),
         (Some(_), Some(_)) => Err(format!(
@@ -81,7 +90,10 @@ fn same_as_cudarc(
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic while loading".into())
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic while loading".into())
 }
 
 /// Loads `libcuda.so.1` (exactly) and makes sure cudarc uses it. Call before any cudarc
@@ -122,29 +134,51 @@ fn runtime_lib(
 
 /// cuBLAS (`libcublas.so.13` per the pins); its functions are resolved by blas.rs.
 pub fn cublas() -> Result<&'static Library> {
-    runtime_lib(&CUBLAS, sonames::CUBLAS_SONAME, sonames::CUBLAS_WHEEL, "matmul needs cuBLAS")
+    runtime_lib(
+        &CUBLAS,
+        sonames::CUBLAS_SONAME,
+        sonames::CUBLAS_WHEEL,
+        "matmul needs cuBLAS",
+    )
 }
 
 /// cuDNN (`libcudnn.so.9` per the pins); its functions are resolved by dnn.rs.
 pub fn cudnn() -> Result<&'static Library> {
-    runtime_lib(&CUDNN, sonames::CUDNN_SONAME, sonames::CUDNN_WHEEL, "cudnn_softmax needs cuDNN")
+    runtime_lib(
+        &CUDNN,
+        sonames::CUDNN_SONAME,
+        sonames::CUDNN_WHEEL,
+        "cudnn_softmax needs cuDNN",
+    )
 }
 
 /// The entry point `name` of `lib` as a function pointer of type `T`.
 ///
 /// # Safety
 /// `T` must be the C prototype of `name`.
-pub(crate) unsafe fn symbol<T: Copy>(lib: &Library, library: &'static str, soname: &str, name: &str) -> Result<T> {
-    lib.get::<T>(format!("{name}\0").as_bytes()).map(|s| *s).map_err(|e| Error::Library {
-        library,
-        call: name.to_string(),
-        message: format!("symbol missing from {soname}: {e}"),
-    })
+pub(crate) unsafe fn symbol<T: Copy>(
+    lib: &Library,
+    library: &'static str,
+    soname: &str,
+    name: &str,
+) -> Result<T> {
+    lib.get::<T>(format!("{name}\0").as_bytes())
+        .map(|s| *s)
+        .map_err(|e| Error::Library {
+            library,
+            call: name.to_string(),
+            message: format!("symbol missing from {soname}: {e}"),
+        })
 }
 
 /// NCCL (`libnccl.so.2` per the pins); its functions are resolved by nccl.rs.
 pub fn nccl() -> Result<&'static Library> {
-    runtime_lib(&NCCL, sonames::NCCL_SONAME, sonames::NCCL_WHEEL, "all_reduce_sum needs NCCL")
+    runtime_lib(
+        &NCCL,
+        sonames::NCCL_SONAME,
+        sonames::NCCL_WHEEL,
+        "all_reduce_sum needs NCCL",
+    )
 }
 
 /// One runtime library kiln-runtime dlopens, and whether it loads with every entry point

@@ -17,7 +17,15 @@ use crate::tensor::{Tensor, View};
 use crate::{loader, validate};
 
 type InitAll = unsafe extern "C" fn(*mut ncclComm_t, c_int, *const c_int) -> c_int;
-type AllReduce = unsafe extern "C" fn(*const c_void, *mut c_void, usize, ncclDataType_t, ncclRedOp_t, ncclComm_t, *mut c_void) -> c_int;
+type AllReduce = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    ncclDataType_t,
+    ncclRedOp_t,
+    ncclComm_t,
+    *mut c_void,
+) -> c_int;
 type Group = unsafe extern "C" fn() -> c_int;
 type Destroy = unsafe extern "C" fn(ncclComm_t) -> c_int;
 type ErrorString = unsafe extern "C" fn(c_int) -> *const c_char;
@@ -63,9 +71,17 @@ impl Api {
         // SAFETY: NCCL returns a static string for any status.
         let text = unsafe {
             let p = (self.error_string)(status);
-            if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
+            if p.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
         };
-        Err(Error::Library { library: "NCCL", call: call.to_string(), message: format!("status {status}: {text}") })
+        Err(Error::Library {
+            library: "NCCL",
+            call: call.to_string(),
+            message: format!("status {status}: {text}"),
+        })
     }
 }
 
@@ -92,14 +108,26 @@ impl Communicator {
         sorted.sort();
         sorted.dedup();
         if sorted.len() != ordinals.len() {
-            return Err(Error::Shape(format!("NCCL communicator: GPUs must be distinct, got ordinals {ordinals:?}")));
+            return Err(Error::Shape(format!(
+                "NCCL communicator: GPUs must be distinct, got ordinals {ordinals:?}"
+            )));
         }
         let api = api()?;
         gpus[0].bind()?;
         let mut comms: Vec<ncclComm_t> = vec![std::ptr::null_mut(); gpus.len()];
         // SAFETY: comms has one slot per device in `ordinals`.
-        api.check("ncclCommInitAll", unsafe { (api.init_all)(comms.as_mut_ptr(), gpus.len() as c_int, ordinals.as_mut_ptr()) })?;
-        Ok(Communicator { api, gpus: gpus.to_vec(), comms })
+        api.check("ncclCommInitAll", unsafe {
+            (api.init_all)(
+                comms.as_mut_ptr(),
+                gpus.len() as c_int,
+                ordinals.as_mut_ptr(),
+            )
+        })?;
+        Ok(Communicator {
+            api,
+            gpus: gpus.to_vec(),
+            comms,
+        })
     }
 
     /// A communicator over every visible GPU.
@@ -121,7 +149,8 @@ impl Communicator {
     pub fn nccl_version(&self) -> Result<i32> {
         let mut v: c_int = 0;
         // SAFETY: writes one int.
-        self.api.check("ncclGetVersion", unsafe { (self.api.get_version)(&mut v) })?;
+        self.api
+            .check("ncclGetVersion", unsafe { (self.api.get_version)(&mut v) })?;
         Ok(v)
     }
 
@@ -130,13 +159,21 @@ impl Communicator {
     pub fn all_reduce_sum(&self, inputs: &[&View]) -> Result<Vec<Tensor>> {
         validate::all_reduce(inputs)?;
         if inputs.len() != self.gpus.len() {
-            return Err(Error::Shape(format!("all_reduce_sum: {} inputs for {} GPUs", inputs.len(), self.gpus.len())));
+            return Err(Error::Shape(format!(
+                "all_reduce_sum: {} inputs for {} GPUs",
+                inputs.len(),
+                self.gpus.len()
+            )));
         }
         let ty = match inputs[0].dtype {
             DType::F32 => ncclDataType_t::ncclFloat32,
             DType::F16 => ncclDataType_t::ncclFloat16,
             DType::BF16 => ncclDataType_t::ncclBfloat16,
-            other => return Err(Error::DType(format!("all_reduce_sum: no NCCL type for {other}"))),
+            other => {
+                return Err(Error::DType(format!(
+                    "all_reduce_sum: no NCCL type for {other}"
+                )))
+            }
         };
         let mut outs = Vec::with_capacity(inputs.len());
         for (g, v) in self.gpus.iter().zip(inputs) {
@@ -154,7 +191,15 @@ impl Communicator {
             self.api.check("ncclGroupStart", (self.api.group_start)())?;
             let mut first_err = Ok(());
             for ((comm, v), o) in self.comms.iter().zip(inputs).zip(&outs) {
-                let r = (self.api.all_reduce)(v.ptr as *const c_void, o.ptr() as *mut c_void, count, ty, ncclRedOp_t::ncclSum, *comm, std::ptr::null_mut());
+                let r = (self.api.all_reduce)(
+                    v.ptr as *const c_void,
+                    o.ptr() as *mut c_void,
+                    count,
+                    ty,
+                    ncclRedOp_t::ncclSum,
+                    *comm,
+                    std::ptr::null_mut(),
+                );
                 if first_err.is_ok() {
                     first_err = self.api.check("ncclAllReduce", r);
                 }

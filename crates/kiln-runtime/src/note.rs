@@ -10,7 +10,10 @@ const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/note.dlopen.bin")
 
 #[used]
 #[link_section = ".note.dlopen"]
-static NOTE: Note<{ BYTES.len() }> = Note(*include_bytes!(concat!(env!("OUT_DIR"), "/note.dlopen.bin")));
+static NOTE: Note<{ BYTES.len() }> = Note(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/note.dlopen.bin"
+)));
 
 /// The JSON payload of the note.
 pub const DLOPEN_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/dlopen.json"));

@@ -77,7 +77,6 @@ fn packs(n: usize, dtype: DType) -> u64 {
 }
 
 impl Gpu {
-
     /// out = a + b (same shape and float dtype).
     pub fn vecadd(&self, a: &View, b: &View) -> Result<Tensor> {
         let shape = validate::elementwise("vecadd", ("a", a), ("b", b))?;
@@ -91,7 +90,9 @@ impl Gpu {
             // One block per VECADD_UNROLL·BLOCK packs over the whole array (many waves, each
             // thread with 2·VECADD_UNROLL 16-byte loads in flight), not one resident wave.
             let block = self.block_for(name, BLOCK)?;
-            let grid = packs(n, a.dtype).div_ceil(VECADD_UNROLL * block as u64).clamp(1, MAX_GRID_X) as u32;
+            let grid = packs(n, a.dtype)
+                .div_ceil(VECADD_UNROLL * block as u64)
+                .clamp(1, MAX_GRID_X) as u32;
             // SAFETY: vecadd_T(const T*, const T*, T*, uint64_t); the buffers hold n elements.
             unsafe { self.launch(name, grid, block, 0, &mut args![pa, pb, po, pn])? };
         }
@@ -107,7 +108,11 @@ impl Gpu {
         let n = out.numel();
         if n > 0 {
             let name = kernel_name!("axpby", x.dtype);
-            let mut p = abi::KilnAxpbyParams { n: n as u64, alpha, beta };
+            let mut p = abi::KilnAxpbyParams {
+                n: n as u64,
+                alpha,
+                beta,
+            };
             let (mut px, mut py, mut po) = (x.ptr, y.ptr, out.ptr());
             let grid = self.grid_for(name, packs(n, x.dtype), BLOCK, 0)?;
             // SAFETY: axpby_T(KilnAxpbyParams, const T*, const T*, T*).
@@ -143,7 +148,11 @@ impl Gpu {
         let out = Tensor::alloc(self, x.dtype, x.shape.clone())?;
         if rows > 0 && cols > 0 {
             let name = kernel_name!("rmsnorm", x.dtype);
-            let mut p = abi::KilnRmsnormParams { rows: rows as u64, cols: cols as u64, eps };
+            let mut p = abi::KilnRmsnormParams {
+                rows: rows as u64,
+                cols: cols as u64,
+                eps,
+            };
             let (mut px, mut pw, mut po) = (x.ptr, weight.ptr, out.ptr());
             let block = self.block_for(name, row_block(cols, x.dtype))?;
             let grid = self.rows_grid(name, rows, block, 0)?;
@@ -160,7 +169,10 @@ impl Gpu {
         let out = Tensor::alloc(self, x.dtype, x.shape.clone())?;
         if rows > 0 && cols > 0 {
             let name = kernel_name!("softmax", x.dtype);
-            let mut p = abi::KilnSoftmaxParams { rows: rows as u64, cols: cols as u64 };
+            let mut p = abi::KilnSoftmaxParams {
+                rows: rows as u64,
+                cols: cols as u64,
+            };
             let (mut px, mut po) = (x.ptr, out.ptr());
             // One group of `g` threads per row (the kernel derives the same g from cols and
             // clamps it to the block), several rows per block for short rows, and a grid over
@@ -193,7 +205,9 @@ impl Gpu {
             let name = kernel_name!("rope", x.dtype);
             let (positions_type, offset, mut pp) = match positions {
                 Positions::Offset(o) => (abi::KilnIndexType_KILN_INDEX_NONE, o, 0u64),
-                Positions::Ids(v) if v.dtype == DType::I32 => (abi::KilnIndexType_KILN_INDEX_I32, 0, v.ptr),
+                Positions::Ids(v) if v.dtype == DType::I32 => {
+                    (abi::KilnIndexType_KILN_INDEX_I32, 0, v.ptr)
+                }
                 Positions::Ids(v) => (abi::KilnIndexType_KILN_INDEX_I64, 0, v.ptr),
             };
             let mut p = abi::KilnRopeParams {
@@ -235,10 +249,16 @@ impl Gpu {
     pub fn embedding_checked(&self, table: &View, ids: &View) -> Result<Tensor> {
         let (out, bad) = self.embedding_launch(table, ids, true)?;
         let Some(bad) = bad else { return Ok(out) };
-        let first_bad = u64::from_ne_bytes(bad.to_host()?.try_into().map_err(|_| Error::Memory("flag size".into()))?);
+        let first_bad = u64::from_ne_bytes(
+            bad.to_host()?
+                .try_into()
+                .map_err(|_| Error::Memory("flag size".into()))?,
+        );
         if first_bad != u64::MAX {
             let vocab = table.shape[0];
-            return Err(Error::Index(format!("embedding: ids[{first_bad}] (flat index) is outside the table's [0, {vocab}) rows")));
+            return Err(Error::Index(format!(
+                "embedding: ids[{first_bad}] (flat index) is outside the table's [0, {vocab}) rows"
+            )));
         }
         Ok(out)
     }
@@ -252,7 +272,12 @@ impl Gpu {
     /// Launches the lookup; with `checked`, also allocates and clears the device flag that
     /// receives the smallest bad index and returns it (None when unchecked or nothing was
     /// launched). Unchecked launches pass a null flag: no memset, no read back.
-    fn embedding_launch(&self, table: &View, ids: &View, checked: bool) -> Result<(Tensor, Option<Tensor>)> {
+    fn embedding_launch(
+        &self,
+        table: &View,
+        ids: &View,
+        checked: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         let (vocab, dim, shape) = validate::embedding(table, ids)?;
         self.check_view("embedding table", table)?;
         self.check_view("embedding ids", ids)?;
@@ -265,14 +290,30 @@ impl Gpu {
         let bad = if checked {
             let bad = Tensor::alloc(self, DType::I64, vec![1])?;
             // SAFETY: 8 bytes of this GPU's memory; 0xff.. = UINT64_MAX, "no bad id yet".
-            unsafe { cudarc::driver::result::memset_d8_async(bad.ptr(), 0xff, 8, self.stream().cu_stream()) }
-                .map_err(|e| Error::driver("cuMemsetD8Async", e))?;
+            unsafe {
+                cudarc::driver::result::memset_d8_async(
+                    bad.ptr(),
+                    0xff,
+                    8,
+                    self.stream().cu_stream(),
+                )
+            }
+            .map_err(|e| Error::driver("cuMemsetD8Async", e))?;
             Some(bad)
         } else {
             None
         };
-        let ids_type = if ids.dtype == DType::I32 { abi::KilnIndexType_KILN_INDEX_I32 } else { abi::KilnIndexType_KILN_INDEX_I64 };
-        let mut p = abi::KilnEmbeddingParams { num_ids: num_ids as u64, vocab: vocab as u64, dim: dim as u64, ids_type };
+        let ids_type = if ids.dtype == DType::I32 {
+            abi::KilnIndexType_KILN_INDEX_I32
+        } else {
+            abi::KilnIndexType_KILN_INDEX_I64
+        };
+        let mut p = abi::KilnEmbeddingParams {
+            num_ids: num_ids as u64,
+            vocab: vocab as u64,
+            dim: dim as u64,
+            ids_type,
+        };
         let (mut pt, mut pi, mut po) = (table.ptr, ids.ptr, out.ptr());
         let mut pb: u64 = bad.as_ref().map_or(0, |b| b.ptr());
         let block = self.block_for(name, row_block(dim, table.dtype).min(256))?;
@@ -292,8 +333,15 @@ impl Gpu {
         if x.nbytes() > 0 {
             self.bind()?;
             // SAFETY: both ranges are nbytes long, on this GPU.
-            unsafe { cudarc::driver::result::memcpy_dtod_async(out.ptr(), x.ptr, x.nbytes(), self.stream().cu_stream()) }
-                .map_err(|e| Error::driver("cuMemcpyDtoDAsync", e))?;
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    out.ptr(),
+                    x.ptr,
+                    x.nbytes(),
+                    self.stream().cu_stream(),
+                )
+            }
+            .map_err(|e| Error::driver("cuMemcpyDtoDAsync", e))?;
         }
         Ok(out)
     }

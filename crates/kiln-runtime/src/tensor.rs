@@ -79,8 +79,15 @@ impl Tensor {
             .ok_or_else(|| Error::Shape(format!("{shape:?} × {} bytes overflows", dtype.size())))?;
         let stream: &Arc<CudaStream> = gpu.stream();
         // SAFETY: the memory is written by the op (or the copy) that asked for it before use.
-        let buf = unsafe { stream.alloc::<u8>(nbytes.max(1)) }.map_err(|e| Error::driver("cuMemAlloc", e))?;
-        Ok(Tensor { buf: std::mem::ManuallyDrop::new(buf), nbytes, dtype, shape, ordinal: gpu.ordinal() })
+        let buf = unsafe { stream.alloc::<u8>(nbytes.max(1)) }
+            .map_err(|e| Error::driver("cuMemAlloc", e))?;
+        Ok(Tensor {
+            buf: std::mem::ManuallyDrop::new(buf),
+            nbytes,
+            dtype,
+            shape,
+            ordinal: gpu.ordinal(),
+        })
     }
 
     /// Copies host bytes (native-endian elements of `dtype`, row-major) to a new tensor.
@@ -90,14 +97,17 @@ impl Tensor {
             return Err(Error::Shape(format!(
                 "{} bytes given for a {dtype} tensor of shape {shape:?} ({} bytes)",
                 bytes.len(),
-                want.map(|w| w.to_string()).unwrap_or_else(|| "overflowing".into())
+                want.map(|w| w.to_string())
+                    .unwrap_or_else(|| "overflowing".into())
             )));
         }
         let mut t = Tensor::alloc(gpu, dtype, shape)?;
         if !bytes.is_empty() {
             gpu.bind()?;
             let mut dst = t.buf.slice_mut(0..bytes.len());
-            gpu.stream().memcpy_htod(bytes, &mut dst).map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
+            gpu.stream()
+                .memcpy_htod(bytes, &mut dst)
+                .map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
         }
         Ok(t)
     }
@@ -107,18 +117,27 @@ impl Tensor {
         let mut out = vec![0u8; self.nbytes];
         if self.nbytes > 0 {
             let stream = self.buf.stream().clone();
-            stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
+            stream
+                .context()
+                .bind_to_thread()
+                .map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
             stream
                 .memcpy_dtoh(&self.buf.slice(0..self.nbytes), &mut out)
                 .map_err(|e| Error::driver("cuMemcpyDtoH", e))?;
-            stream.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e))?;
+            stream
+                .synchronize()
+                .map_err(|e| Error::driver("cuStreamSynchronize", e))?;
         }
         Ok(out)
     }
 
     /// A borrowed view of the whole tensor.
     pub fn view(&self) -> View {
-        View { ptr: self.ptr(), dtype: self.dtype, shape: self.shape.clone() }
+        View {
+            ptr: self.ptr(),
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+        }
     }
 
     /// `CUdeviceptr` of the first element.
@@ -151,7 +170,10 @@ impl Tensor {
     /// Same memory, new shape with the same number of elements.
     pub fn reshape(mut self, shape: Vec<usize>) -> Result<Tensor> {
         if numel(&shape) != self.numel() {
-            return Err(Error::Shape(format!("cannot reshape {:?} to {shape:?}", self.shape)));
+            return Err(Error::Shape(format!(
+                "cannot reshape {:?} to {shape:?}",
+                self.shape
+            )));
         }
         self.shape = shape;
         Ok(self)

@@ -52,7 +52,9 @@ impl Rng {
         lo + (hi - lo) * ((self.next() >> 40) as f32 / (1u64 << 24) as f32)
     }
     fn values(&mut self, n: usize, lo: f32, hi: f32, dtype: DType) -> Vec<f32> {
-        (0..n).map(|_| r::round_to(self.uniform(lo, hi), dtype)).collect()
+        (0..n)
+            .map(|_| r::round_to(self.uniform(lo, hi), dtype))
+            .collect()
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
@@ -81,7 +83,10 @@ fn upload(gpu: &Gpu, values: &[f32], dtype: DType, shape: &[usize], misalign: bo
 fn upload_ids(gpu: &Gpu, ids: &[i64], dtype: DType, shape: &[usize]) -> Input {
     let bytes = r::ids_to_bytes(ids, dtype).unwrap();
     let buf = Tensor::from_host(gpu, &bytes, dtype, shape.to_vec()).unwrap();
-    Input { view: buf.view(), _buf: buf }
+    Input {
+        view: buf.view(),
+        _buf: buf,
+    }
 }
 fn download(t: &Tensor) -> Vec<f32> {
     r::to_f32(&t.to_host().unwrap(), t.dtype()).unwrap()
@@ -94,23 +99,61 @@ struct Report {
     failures: Vec<String>,
 }
 impl Report {
-    fn check(&mut self, what: String, out: &Tensor, inputs: &[&View], want: &[f32], tol: Tolerance) {
+    fn check(
+        &mut self,
+        what: String,
+        out: &Tensor,
+        inputs: &[&View],
+        want: &[f32],
+        tol: Tolerance,
+    ) {
         self.checked += 1;
         if inputs.iter().any(|v| v.ptr == out.ptr()) {
-            self.failures.push(format!("{what}: output aliases an input"));
+            self.failures
+                .push(format!("{what}: output aliases an input"));
         }
         if let Err(m) = compare(&download(out), want, tol) {
-            self.failures.push(format!("{what}: {m} (tolerance {tol:?})"));
+            self.failures
+                .push(format!("{what}: {m} (tolerance {tol:?})"));
         }
     }
     fn finish(self, op: &str) {
-        println!("{op}: {} cases checked, {} failed", self.checked, self.failures.len());
-        assert!(self.failures.is_empty(), "{op} failures:\n{}", self.failures.join("\n"));
+        println!(
+            "{op}: {} cases checked, {} failed",
+            self.checked,
+            self.failures.len()
+        );
+        assert!(
+            self.failures.is_empty(),
+            "{op} failures:\n{}",
+            self.failures.join("\n")
+        );
     }
 }
 
 const ELEMENTWISE: &[usize] = &[
-    1, 2, 3, 7, 8, 31, 32, 33, 255, 256, 257, 1000, 1023, 1025, 4095, 4097, 65535, 65537, 100_003, 1 << 20, (1 << 20) + 7, 15015,
+    1,
+    2,
+    3,
+    7,
+    8,
+    31,
+    32,
+    33,
+    255,
+    256,
+    257,
+    1000,
+    1023,
+    1025,
+    4095,
+    4097,
+    65535,
+    65537,
+    100_003,
+    1 << 20,
+    (1 << 20) + 7,
+    15015,
 ];
 
 /// vecadd, axpby and silu_mul: every dtype, every size, aligned and misaligned views.
@@ -127,19 +170,50 @@ fn elementwise_ops_match_reference() {
             let shape = if n % 3 == 0 { vec![3, n / 3] } else { vec![n] };
             let a = rng.values(n, -1.0, 1.0, dtype);
             let b = rng.values(n, -1.0, 1.0, dtype);
-            let (da, db) = (upload(&gpu, &a, dtype, &shape, misalign), upload(&gpu, &b, dtype, &shape, misalign));
-            let tag = |op: &str| format!("{op} {dtype} {shape:?}{}", if misalign { " misaligned" } else { "" });
+            let (da, db) = (
+                upload(&gpu, &a, dtype, &shape, misalign),
+                upload(&gpu, &b, dtype, &shape, misalign),
+            );
+            let tag = |op: &str| {
+                format!(
+                    "{op} {dtype} {shape:?}{}",
+                    if misalign { " misaligned" } else { "" }
+                )
+            };
             let out = gpu.vecadd(&da.view, &db.view).unwrap();
-            rep.check(tag("vecadd"), &out, &[&da.view, &db.view], &r::vecadd(&a, &b), tol);
+            rep.check(
+                tag("vecadd"),
+                &out,
+                &[&da.view, &db.view],
+                &r::vecadd(&a, &b),
+                tol,
+            );
             let out = gpu.axpby(&da.view, &db.view, 0.75, -1.5).unwrap();
-            rep.check(tag("axpby"), &out, &[&da.view, &db.view], &r::axpby(&a, &b, 0.75, -1.5), tol);
+            rep.check(
+                tag("axpby"),
+                &out,
+                &[&da.view, &db.view],
+                &r::axpby(&a, &b, 0.75, -1.5),
+                tol,
+            );
             let g = rng.values(n, -8.0, 8.0, dtype);
             let dg = upload(&gpu, &g, dtype, &shape, misalign);
             let out = gpu.silu_mul(&dg.view, &db.view).unwrap();
-            rep.check(tag("silu_mul"), &out, &[&dg.view, &db.view], &r::silu_mul(&g, &b), tol);
+            rep.check(
+                tag("silu_mul"),
+                &out,
+                &[&dg.view, &db.view],
+                &r::silu_mul(&g, &b),
+                tol,
+            );
             // The ops wrote only their own outputs: the inputs read back unchanged.
-            if download(&gpu.copy(&da.view).unwrap()) != a || download(&gpu.copy(&db.view).unwrap()) != b {
-                rep.failures.push(format!("{}: an input was modified", tag("vecadd/axpby/silu_mul")));
+            if download(&gpu.copy(&da.view).unwrap()) != a
+                || download(&gpu.copy(&db.view).unwrap()) != b
+            {
+                rep.failures.push(format!(
+                    "{}: an input was modified",
+                    tag("vecadd/axpby/silu_mul")
+                ));
             }
         }
     }
@@ -147,9 +221,30 @@ fn elementwise_ops_match_reference() {
 }
 
 const ROWS: &[(usize, usize)] = &[
-    (1, 1), (1, 7), (3, 31), (5, 32), (2, 33), (7, 100), (4, 127), (3, 128), (9, 129), (1, 1000), (2, 1023), (2, 1024),
-    (3, 1025), (1, 4095), (2, 4096), (1, 4097), (16, 8192), (3, 12288), (257, 64), (1000, 17), (64, 4096), (1, 65537),
-    (4096, 8), (33, 2048),
+    (1, 1),
+    (1, 7),
+    (3, 31),
+    (5, 32),
+    (2, 33),
+    (7, 100),
+    (4, 127),
+    (3, 128),
+    (9, 129),
+    (1, 1000),
+    (2, 1023),
+    (2, 1024),
+    (3, 1025),
+    (1, 4095),
+    (2, 4096),
+    (1, 4097),
+    (16, 8192),
+    (3, 12288),
+    (257, 64),
+    (1000, 17),
+    (64, 4096),
+    (1, 65537),
+    (4096, 8),
+    (33, 2048),
 ];
 
 #[test]
@@ -163,11 +258,27 @@ fn rmsnorm_matches_reference() {
             let misalign = i % 4 == 3;
             let x = rng.values(rows * cols, -2.0, 2.0, dtype);
             let w = rng.values(cols, 0.5, 1.5, dtype);
-            let shape = if rows % 2 == 0 && rows > 1 { vec![2, rows / 2, cols] } else { vec![rows, cols] };
-            let (dx, dw) = (upload(&gpu, &x, dtype, &shape, misalign), upload(&gpu, &w, dtype, &[cols], misalign));
+            let shape = if rows % 2 == 0 && rows > 1 {
+                vec![2, rows / 2, cols]
+            } else {
+                vec![rows, cols]
+            };
+            let (dx, dw) = (
+                upload(&gpu, &x, dtype, &shape, misalign),
+                upload(&gpu, &w, dtype, &[cols], misalign),
+            );
             let out = gpu.rmsnorm(&dx.view, &dw.view, 1e-5).unwrap();
-            let what = format!("rmsnorm {dtype} {shape:?}{}", if misalign { " misaligned" } else { "" });
-            rep.check(what, &out, &[&dx.view, &dw.view], &r::rmsnorm(&x, &w, cols, 1e-5), tol);
+            let what = format!(
+                "rmsnorm {dtype} {shape:?}{}",
+                if misalign { " misaligned" } else { "" }
+            );
+            rep.check(
+                what,
+                &out,
+                &[&dx.view, &dw.view],
+                &r::rmsnorm(&x, &w, cols, 1e-5),
+                tol,
+            );
         }
     }
     rep.finish("rmsnorm");
@@ -195,8 +306,17 @@ fn softmax_matches_reference() {
             let x = softmax_inputs(&mut rng, i, rows, cols, dtype);
             let dx = upload(&gpu, &x, dtype, &[rows, cols], misalign);
             let out = gpu.softmax(&dx.view).unwrap();
-            let what = format!("softmax {dtype} [{rows}, {cols}]{}", if misalign { " misaligned" } else { "" });
-            rep.check(what, &out, &[&dx.view], &r::softmax(&x, cols), Tolerance::for_dtype(dtype));
+            let what = format!(
+                "softmax {dtype} [{rows}, {cols}]{}",
+                if misalign { " misaligned" } else { "" }
+            );
+            rep.check(
+                what,
+                &out,
+                &[&dx.view],
+                &r::softmax(&x, cols),
+                Tolerance::for_dtype(dtype),
+            );
         }
     }
     rep.finish("softmax");
@@ -214,10 +334,20 @@ fn cudnn_softmax_matches_reference() {
             let dx = upload(&gpu, &x, dtype, &[rows, cols], false);
             let what = format!("cudnn_softmax {dtype} [{rows}, {cols}]");
             match gpu.cudnn_softmax(&dx.view) {
-                Ok(out) => rep.check(what, &out, &[&dx.view], &r::softmax(&x, cols), Tolerance::for_dtype(dtype)),
+                Ok(out) => rep.check(
+                    what,
+                    &out,
+                    &[&dx.view],
+                    &r::softmax(&x, cols),
+                    Tolerance::for_dtype(dtype),
+                ),
                 // bf16 in cuDNN's legacy softmax is undocumented: a cuDNN status for bf16 is
                 // reported (and stops the bf16 cases), not hidden; f32 and f16 must pass.
-                Err(e @ Error::Library { library: "cuDNN", .. }) if dtype == DType::BF16 => {
+                Err(
+                    e @ Error::Library {
+                        library: "cuDNN", ..
+                    },
+                ) if dtype == DType::BF16 => {
                     skip!("note: cuDNN does not support bf16 softmax here: {e}");
                     break;
                 }
@@ -229,9 +359,27 @@ fn cudnn_softmax_matches_reference() {
 }
 
 const ROPE: &[(usize, usize, usize)] = &[
-    (1, 1, 2), (1, 1, 4), (3, 2, 8), (5, 3, 6), (7, 4, 64), (2, 32, 128), (9, 8, 80), (17, 2, 96), (1, 1, 256), (33, 7, 10),
-    (4, 5, 130), (100, 8, 64), (1, 64, 128), (3, 3, 2), (64, 32, 128), (2, 1, 1000), (11, 13, 14), (128, 4, 32), (5, 40, 128),
-    (1, 2, 4096), (300, 1, 64),
+    (1, 1, 2),
+    (1, 1, 4),
+    (3, 2, 8),
+    (5, 3, 6),
+    (7, 4, 64),
+    (2, 32, 128),
+    (9, 8, 80),
+    (17, 2, 96),
+    (1, 1, 256),
+    (33, 7, 10),
+    (4, 5, 130),
+    (100, 8, 64),
+    (1, 64, 128),
+    (3, 3, 2),
+    (64, 32, 128),
+    (2, 1, 1000),
+    (11, 13, 14),
+    (128, 4, 32),
+    (5, 40, 128),
+    (1, 2, 4096),
+    (300, 1, 64),
 ];
 
 #[test]
@@ -240,7 +388,9 @@ fn rope_matches_reference() {
     let mut rep = Report::default();
     let mut rng = Rng(4);
     for dtype in DType::FLOATS {
-        for (i, &(tokens, heads, head_dim)) in ROPE.iter().filter(|(t, h, d)| keep(t * h * d)).enumerate() {
+        for (i, &(tokens, heads, head_dim)) in
+            ROPE.iter().filter(|(t, h, d)| keep(t * h * d)).enumerate()
+        {
             let x = rng.values(tokens * heads * head_dim, -1.0, 1.0, dtype);
             let shape = [tokens, heads, head_dim];
             let dx = upload(&gpu, &x, dtype, &shape, i % 5 == 4);
@@ -261,16 +411,39 @@ fn rope_matches_reference() {
             let out = gpu.rope(&dx.view, pos_arg, 10000.0).unwrap();
             let max_pos = positions.iter().copied().max().unwrap_or(0);
             let want = r::rope(&x, heads, head_dim, &positions, 10000.0);
-            rep.check(format!("rope {dtype} {shape:?} {how}"), &out, &[&dx.view], &want, Tolerance::rope(dtype, max_pos));
+            rep.check(
+                format!("rope {dtype} {shape:?} {how}"),
+                &out,
+                &[&dx.view],
+                &want,
+                Tolerance::rope(dtype, max_pos),
+            );
         }
     }
     rep.finish("rope");
 }
 
 const EMBEDDING: &[(usize, usize, usize)] = &[
-    (1, 1, 1), (10, 3, 5), (100, 8, 7), (1000, 64, 33), (7, 9, 100), (50000, 128, 17), (32, 4096, 9), (5, 1, 1000), (3, 31, 4),
-    (17, 257, 65), (2, 2, 2), (65, 100, 64), (1, 8, 300), (4096, 16, 4096), (300, 1000, 3), (9, 6, 1), (8, 4095, 8), (2048, 32, 511),
-    (12, 12, 12), (99, 77, 55),
+    (1, 1, 1),
+    (10, 3, 5),
+    (100, 8, 7),
+    (1000, 64, 33),
+    (7, 9, 100),
+    (50000, 128, 17),
+    (32, 4096, 9),
+    (5, 1, 1000),
+    (3, 31, 4),
+    (17, 257, 65),
+    (2, 2, 2),
+    (65, 100, 64),
+    (1, 8, 300),
+    (4096, 16, 4096),
+    (300, 1000, 3),
+    (9, 6, 1),
+    (8, 4095, 8),
+    (2048, 32, 511),
+    (12, 12, 12),
+    (99, 77, 55),
 ];
 
 #[test]
@@ -279,7 +452,11 @@ fn embedding_matches_reference_and_rejects_bad_ids() {
     let mut rep = Report::default();
     let mut rng = Rng(5);
     for dtype in DType::FLOATS {
-        for (i, &(vocab, dim, n)) in EMBEDDING.iter().filter(|(v, d, n)| keep(v * d) && keep(n * d)).enumerate() {
+        for (i, &(vocab, dim, n)) in EMBEDDING
+            .iter()
+            .filter(|(v, d, n)| keep(v * d) && keep(n * d))
+            .enumerate()
+        {
             let table = rng.values(vocab * dim, -1.0, 1.0, dtype);
             let ids: Vec<i64> = (0..n).map(|_| rng.below(vocab as u64) as i64).collect();
             let idt = if i % 2 == 0 { DType::I32 } else { DType::I64 };
@@ -290,10 +467,19 @@ fn embedding_matches_reference_and_rejects_bad_ids() {
             let mut want_shape = ids_shape.clone();
             want_shape.push(dim);
             if out.shape() != want_shape {
-                rep.failures.push(format!("embedding: shape {:?}, want {want_shape:?}", out.shape()));
+                rep.failures.push(format!(
+                    "embedding: shape {:?}, want {want_shape:?}",
+                    out.shape()
+                ));
             }
             let want = r::embedding(&table, dim, &ids).unwrap();
-            rep.check(format!("embedding {dtype} vocab {vocab} dim {dim} ids {idt} {ids_shape:?}"), &out, &[&dt.view], &want, Tolerance::exact());
+            rep.check(
+                format!("embedding {dtype} vocab {vocab} dim {dim} ids {idt} {ids_shape:?}"),
+                &out,
+                &[&dt.view],
+                &want,
+                Tolerance::exact(),
+            );
         }
         // Out of range (too large, negative): `embedding` (never waits) gives zero rows for them
         // and the table's rows for the others; `embedding_checked` gives a clear error naming
@@ -306,9 +492,21 @@ fn embedding_matches_reference_and_rejects_bad_ids() {
                 let out = gpu.embedding(&dt.view, &di.view).unwrap();
                 let want: Vec<f32> = bad
                     .iter()
-                    .flat_map(|&id| if (0..10).contains(&id) { table[id as usize * 4..id as usize * 4 + 4].to_vec() } else { vec![0.0; 4] })
+                    .flat_map(|&id| {
+                        if (0..10).contains(&id) {
+                            table[id as usize * 4..id as usize * 4 + 4].to_vec()
+                        } else {
+                            vec![0.0; 4]
+                        }
+                    })
                     .collect();
-                rep.check(format!("embedding {dtype} ids {idt} {bad:?} (bad ids -> zero rows)"), &out, &[&dt.view], &want, Tolerance::exact());
+                rep.check(
+                    format!("embedding {dtype} ids {idt} {bad:?} (bad ids -> zero rows)"),
+                    &out,
+                    &[&dt.view],
+                    &want,
+                    Tolerance::exact(),
+                );
                 match gpu.embedding_checked(&dt.view, &di.view) {
                     Err(Error::Index(m)) => assert!(m.contains(&format!("ids[{first}]")), "{m}"),
                     other => rep.failures.push(format!("embedding_checked {dtype} ids {idt} {bad:?}: want Error::Index, got {other:?}")),
@@ -319,17 +517,43 @@ fn embedding_matches_reference_and_rejects_bad_ids() {
         let di = upload_ids(&gpu, &good, DType::I64, &[4]);
         let want = r::embedding(&table, 4, &good).unwrap();
         match gpu.embedding_checked(&dt.view, &di.view) {
-            Ok(out) => rep.check(format!("embedding_checked {dtype} valid ids"), &out, &[&dt.view], &want, Tolerance::exact()),
-            Err(e) => rep.failures.push(format!("embedding_checked {dtype} valid ids: {e}")),
+            Ok(out) => rep.check(
+                format!("embedding_checked {dtype} valid ids"),
+                &out,
+                &[&dt.view],
+                &want,
+                Tolerance::exact(),
+            ),
+            Err(e) => rep
+                .failures
+                .push(format!("embedding_checked {dtype} valid ids: {e}")),
         }
     }
     rep.finish("embedding");
 }
 
 const MATMUL: &[(usize, usize, usize)] = &[
-    (1, 1, 1), (2, 3, 4), (7, 5, 3), (16, 16, 16), (17, 33, 65), (64, 64, 64), (1, 128, 1), (128, 1, 128), (31, 257, 19),
-    (100, 100, 100), (3, 1000, 5), (255, 127, 63), (1, 4096, 1), (64, 512, 96), (33, 17, 1), (1, 1, 300), (200, 3, 200),
-    (13, 64, 257), (128, 256, 64), (2, 0, 3), (0, 4, 4),
+    (1, 1, 1),
+    (2, 3, 4),
+    (7, 5, 3),
+    (16, 16, 16),
+    (17, 33, 65),
+    (64, 64, 64),
+    (1, 128, 1),
+    (128, 1, 128),
+    (31, 257, 19),
+    (100, 100, 100),
+    (3, 1000, 5),
+    (255, 127, 63),
+    (1, 4096, 1),
+    (64, 512, 96),
+    (33, 17, 1),
+    (1, 1, 300),
+    (200, 3, 200),
+    (13, 64, 257),
+    (128, 256, 64),
+    (2, 0, 3),
+    (0, 4, 4),
 ];
 
 #[test]
@@ -341,9 +565,18 @@ fn matmul_matches_reference() {
         for &(m, k, n) in MATMUL.iter().filter(|(m, k, n)| keep(m * k) && keep(k * n)) {
             let a = rng.values(m * k, -1.0, 1.0, dtype);
             let b = rng.values(k * n, -1.0, 1.0, dtype);
-            let (da, db) = (upload(&gpu, &a, dtype, &[m, k], false), upload(&gpu, &b, dtype, &[k, n], false));
+            let (da, db) = (
+                upload(&gpu, &a, dtype, &[m, k], false),
+                upload(&gpu, &b, dtype, &[k, n], false),
+            );
             let out = gpu.matmul(&da.view, &db.view).unwrap();
-            rep.check(format!("matmul {dtype} {m}x{k}x{n}"), &out, &[&da.view, &db.view], &r::matmul(&a, &b, m, k, n), Tolerance::matmul(dtype, k));
+            rep.check(
+                format!("matmul {dtype} {m}x{k}x{n}"),
+                &out,
+                &[&da.view, &db.view],
+                &r::matmul(&a, &b, m, k, n),
+                Tolerance::matmul(dtype, k),
+            );
         }
     }
     rep.finish("matmul");
@@ -353,7 +586,11 @@ fn matmul_matches_reference() {
 fn nccl_all_reduce_sums_across_gpus() {
     let Some(_gpu) = gpu() else { return };
     let comm = Communicator::all_visible().unwrap();
-    println!("NCCL {} over {} GPU(s)", comm.nccl_version().unwrap(), comm.size());
+    println!(
+        "NCCL {} over {} GPU(s)",
+        comm.nccl_version().unwrap(),
+        comm.size()
+    );
     if comm.size() < 2 {
         println!("note: one GPU visible: checking the one-rank communicator path (all-reduce of one input is a copy)");
     }
@@ -361,15 +598,32 @@ fn nccl_all_reduce_sums_across_gpus() {
     let mut rng = Rng(7);
     for dtype in DType::FLOATS {
         for &n in ELEMENTWISE.iter().filter(|&&n| keep(n)) {
-            let values: Vec<Vec<f32>> = (0..comm.size()).map(|_| rng.values(n, -1.0, 1.0, dtype)).collect();
-            let inputs: Vec<Input> = comm.gpus().iter().zip(&values).map(|(g, v)| upload(g, v, dtype, &[n], false)).collect();
+            let values: Vec<Vec<f32>> = (0..comm.size())
+                .map(|_| rng.values(n, -1.0, 1.0, dtype))
+                .collect();
+            let inputs: Vec<Input> = comm
+                .gpus()
+                .iter()
+                .zip(&values)
+                .map(|(g, v)| upload(g, v, dtype, &[n], false))
+                .collect();
             let views: Vec<&View> = inputs.iter().map(|i| &i.view).collect();
             let outs = comm.all_reduce_sum(&views).unwrap();
             let want = r::all_reduce_sum(&values);
             // One rank: a copy, exact. Several: NCCL sums in the element type.
-            let tol = if comm.size() == 1 { Tolerance::exact() } else { Tolerance::for_dtype(dtype) };
+            let tol = if comm.size() == 1 {
+                Tolerance::exact()
+            } else {
+                Tolerance::for_dtype(dtype)
+            };
             for (rank, out) in outs.iter().enumerate() {
-                rep.check(format!("all_reduce_sum {dtype} [{n}] rank {rank}/{}", comm.size()), out, &views, &want, tol);
+                rep.check(
+                    format!("all_reduce_sum {dtype} [{n}] rank {rank}/{}", comm.size()),
+                    out,
+                    &views,
+                    &want,
+                    tol,
+                );
             }
         }
     }
@@ -391,9 +645,15 @@ fn bad_inputs_are_errors() {
         Err(Error::Memory(m)) => assert!(m.contains("not CUDA device memory"), "{m}"),
         other => panic!("host pointer accepted: {other:?}"),
     }
-    assert!(matches!(gpu.rmsnorm(&a.view, &b.view, 1e-6), Err(Error::Shape(_))));
+    assert!(matches!(
+        gpu.rmsnorm(&a.view, &b.view, 1e-6),
+        Err(Error::Shape(_))
+    ));
     assert!(matches!(gpu.matmul(&a.view, &a.view), Err(Error::Shape(_))));
-    assert!(matches!(gpu.rope(&a.view, Positions::Offset(0), 1e4), Err(Error::Shape(_))));
+    assert!(matches!(
+        gpu.rope(&a.view, Positions::Offset(0), 1e4),
+        Err(Error::Shape(_))
+    ));
     // Empty tensors are fine and launch nothing.
     let e = upload(&gpu, &[], DType::BF16, &[0, 4], false);
     assert_eq!(gpu.softmax(&e.view).unwrap().shape(), &[0, 4]);

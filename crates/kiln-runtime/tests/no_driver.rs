@@ -24,22 +24,50 @@ fn gpu_new_without_driver_is_a_clear_error() {
         return;
     }
     for attempt in 0..2 {
-        let err = Gpu::new(0).err().expect("Gpu::new must fail without a driver");
-        assert!(matches!(err, Error::NoDriver(_)), "attempt {attempt}: {err:?}");
+        let err = Gpu::new(0)
+            .err()
+            .expect("Gpu::new must fail without a driver");
+        assert!(
+            matches!(err, Error::NoDriver(_)),
+            "attempt {attempt}: {err:?}"
+        );
         let msg = err.to_string();
-        assert!(msg.starts_with("no NVIDIA driver found: libcuda.so.1"), "{msg}");
-        assert!(msg.contains("LD_LIBRARY_PATH"), "the message says how to fix it: {msg}");
+        assert!(
+            msg.starts_with("no NVIDIA driver found: libcuda.so.1"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("LD_LIBRARY_PATH"),
+            "the message says how to fix it: {msg}"
+        );
     }
     let err = Gpu::device_count().unwrap_err();
-    assert!(err.to_string().starts_with("no NVIDIA driver found: libcuda.so.1"), "{err}");
-    assert!(matches!(kiln_runtime::Communicator::all_visible(), Err(Error::NoDriver(_))));
+    assert!(
+        err.to_string()
+            .starts_with("no NVIDIA driver found: libcuda.so.1"),
+        "{err}"
+    );
+    assert!(matches!(
+        kiln_runtime::Communicator::all_visible(),
+        Err(Error::NoDriver(_))
+    ));
 }
 
 #[test]
 fn dlopen_note_lists_every_library() {
     let v: serde_json::Value = serde_json::from_str(kiln_runtime::note::DLOPEN_JSON).unwrap();
-    let sonames: Vec<&str> =
-        v.as_array().unwrap().iter().flat_map(|e| e["soname"].as_array().unwrap().iter().map(|s| s.as_str().unwrap())).collect();
+    let sonames: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| {
+            e["soname"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+        })
+        .collect();
     for s in [
         kiln_runtime::loader::sonames::DRIVER_SONAME,
         kiln_runtime::loader::sonames::CUBLAS_SONAME,
@@ -48,7 +76,10 @@ fn dlopen_note_lists_every_library() {
     ] {
         assert!(sonames.contains(&s), "{s} missing from {sonames:?}");
     }
-    assert!(!sonames.iter().any(|s| s.ends_with(".so")), "no unversioned names: {sonames:?}");
+    assert!(
+        !sonames.iter().any(|s| s.ends_with(".so")),
+        "no unversioned names: {sonames:?}"
+    );
 }
 
 /// The note really is in a linked binary (this test executable), as an SHT_NOTE section with
@@ -58,7 +89,9 @@ fn dlopen_note_is_in_the_linked_binary() {
     use object::{Object, ObjectSection, SectionKind};
     let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
     let file = object::File::parse(&*exe).unwrap();
-    let section = file.section_by_name(".note.dlopen").expect(".note.dlopen section in the test binary");
+    let section = file
+        .section_by_name(".note.dlopen")
+        .expect(".note.dlopen section in the test binary");
     assert_eq!(section.kind(), SectionKind::Note);
     let data = section.data().unwrap();
     let word = |i: usize| u32::from_le_bytes(data[i..i + 4].try_into().unwrap()) as usize;

@@ -25,7 +25,14 @@ fn child_reports_libraries() {
         return;
     }
     for lib in runtime_libraries() {
-        println!("LIB {} {}", lib.soname, match &lib.status { Ok(()) => "ok".to_string(), Err(e) => format!("err {e}") });
+        println!(
+            "LIB {} {}",
+            lib.soname,
+            match &lib.status {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("err {e}"),
+            }
+        );
     }
 }
 
@@ -43,13 +50,21 @@ fn pinned_libraries_resolve_every_entry_point() {
         .map(|p| p.display().to_string())
         .collect();
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_reports_libraries", "--nocapture", "--include-ignored"])
+        .args([
+            "--exact",
+            "child_reports_libraries",
+            "--nocapture",
+            "--include-ignored",
+        ])
         .env(CHILD_ENV, "1")
         .env("LD_LIBRARY_PATH", dirs.join(":"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let libs: Vec<&str> = stdout.lines().filter_map(|l| l.find("LIB ").map(|i| &l[i..])).collect();
+    let libs: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.find("LIB ").map(|i| &l[i..]))
+        .collect();
     assert_eq!(libs.len(), 3, "{stdout}");
     for l in libs {
         assert!(l.ends_with(" ok"), "{l}");

@@ -40,10 +40,19 @@ const STUB: &str = "#define WHO \"stub\"\n#define RESULT 34\n";
 const FAKE_DRIVER: &str = "#define WHO \"driver\"\n#define RESULT 100\n";
 
 fn cc() -> Option<String> {
-    [std::env::var("CC").ok(), Some("cc".into()), Some("gcc".into())]
-        .into_iter()
-        .flatten()
-        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+    [
+        std::env::var("CC").ok(),
+        Some("cc".into()),
+        Some("gcc".into()),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
 }
 
 fn build(cc: &str, dir: &Path, file: &str, soname: &str, header: &str) {
@@ -55,7 +64,11 @@ fn build(cc: &str, dir: &Path, file: &str, soname: &str, header: &str) {
         .arg(&src)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{cc} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cc} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn real_driver_present() -> bool {
@@ -69,14 +82,24 @@ fn run_child(dir: &Path) -> (String, String) {
     let marker = dir.join("calls.txt");
     let _ = std::fs::remove_file(&marker);
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_opens_gpu", "--nocapture", "--include-ignored", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_opens_gpu",
+            "--nocapture",
+            "--include-ignored",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, "1")
         .env("LD_LIBRARY_PATH", dir)
         .env("KILN_STUB_MARKER", &marker)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "child failed (a panic?):\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "child failed (a panic?):\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line = stdout
         .lines()
         .find_map(|l| l.find("RESULT ").map(|i| l[i..].to_string()))
@@ -113,16 +136,28 @@ fn stub_libcuda_is_never_used() {
     build(&cc, &stub_only, "libcuda.so", "libcuda.so", STUB);
     build(&cc, &both, "libcuda.so", "libcuda.so", STUB);
     build(&cc, &both, "libcuda.so.1", "libcuda.so.1", FAKE_DRIVER);
-    build(&cc, &driver_only, "libcuda.so.1", "libcuda.so.1", FAKE_DRIVER);
+    build(
+        &cc,
+        &driver_only,
+        "libcuda.so.1",
+        "libcuda.so.1",
+        FAKE_DRIVER,
+    );
 
     // 1. Only the stub on the path.
     let (result, calls) = run_child(&stub_only);
-    assert!(!calls.contains("stub cuInit"), "the stub was called: {calls}");
+    assert!(
+        !calls.contains("stub cuInit"),
+        "the stub was called: {calls}"
+    );
     if real {
         skip!("note: a real libcuda.so.1 is installed; scenario 1 gave: {result}");
     } else {
         // No driver: the error comes before any search, so the stub is not even loaded.
-        assert!(result.starts_with("RESULT err no NVIDIA driver found: libcuda.so.1"), "{result}");
+        assert!(
+            result.starts_with("RESULT err no NVIDIA driver found: libcuda.so.1"),
+            "{result}"
+        );
         assert!(calls.is_empty(), "the stub was loaded: {calls}");
     }
 
@@ -133,12 +168,21 @@ fn stub_libcuda_is_never_used() {
     // 2. Stub and a libcuda.so.1 side by side: the stub shadows cudarc's first candidate, so
     //    kiln-runtime refuses (clear error) rather than call it.
     let (result, calls) = run_child(&both);
-    assert!(!calls.contains("stub cuInit"), "the stub was called: {calls}");
-    assert!(result.starts_with("RESULT err no NVIDIA driver found: libcuda.so.1 was loaded, but"), "{result}");
+    assert!(
+        !calls.contains("stub cuInit"),
+        "the stub was called: {calls}"
+    );
+    assert!(
+        result.starts_with("RESULT err no NVIDIA driver found: libcuda.so.1 was loaded, but"),
+        "{result}"
+    );
     assert!(result.contains("shadows"), "{result}");
 
     // 3. Only libcuda.so.1: it is the one called (here it reports no device).
     let (result, calls) = run_child(&driver_only);
-    assert!(calls.contains("driver cuInit"), "libcuda.so.1 was not called: {calls}");
+    assert!(
+        calls.contains("driver cuInit"),
+        "libcuda.so.1 was not called: {calls}"
+    );
     assert!(result.contains("CUDA_ERROR_NO_DEVICE"), "{result}");
 }

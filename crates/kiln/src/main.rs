@@ -6,7 +6,11 @@ mod commands;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "kiln", version, about = "Reproducible Rust+CUDA toolchain: audit artifacts, check the machine")]
+#[command(
+    name = "kiln",
+    version,
+    about = "Reproducible Rust+CUDA toolchain: audit artifacts, check the machine"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -3,7 +3,10 @@
 use std::process::{Command, Output};
 
 fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn kiln_exe() -> &'static str {
@@ -22,16 +25,28 @@ fn unreadable_input_exits_2_with_a_reason() {
     std::fs::write(&junk, b"not a wheel, not an ELF").unwrap();
     let out = kiln(&["audit", junk.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a wheel"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a wheel"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let zip = dir.path().join("broken.whl");
     std::fs::write(&zip, b"PK\x03\x04 truncated").unwrap();
-    assert_eq!(kiln(&["audit", zip.to_str().unwrap()]).status.code(), Some(2));
+    assert_eq!(
+        kiln(&["audit", zip.to_str().unwrap()]).status.code(),
+        Some(2)
+    );
 }
 
 #[test]
 fn bad_policy_flags_exit_2() {
-    for args in [["--expect-sass", "81x"], ["--platform", "win_amd64"], ["--min-driver", "100"], ["--policy", "/nonexistent/Cargo.toml"]] {
+    for args in [
+        ["--expect-sass", "81x"],
+        ["--platform", "win_amd64"],
+        ["--min-driver", "100"],
+        ["--policy", "/nonexistent/Cargo.toml"],
+    ] {
         let out = kiln(&["audit", kiln_exe(), args[0], args[1]]);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!out.stderr.is_empty());
@@ -41,7 +56,12 @@ fn bad_policy_flags_exit_2() {
 #[test]
 fn host_binary_without_policy_is_clean_and_with_a_policy_fails() {
     let out = kiln(&["audit", kiln_exe()]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("PASS"), "verdict first: {text}");
 
@@ -52,23 +72,51 @@ fn host_binary_without_policy_is_clean_and_with_a_policy_fails() {
     assert_eq!(v["schema"], 1);
     assert_eq!(v["kind"], "elf");
     assert_eq!(v["policy"]["expect_sass"], serde_json::json!(["80", "90a"]));
-    assert!(v["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "arch/no-device-code"));
-    assert!(v["binaries"][0]["elf"]["needed"].as_array().unwrap().iter().any(|n| n == "libc.so.6"));
+    assert!(v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["rule"] == "arch/no-device-code"));
+    assert!(v["binaries"][0]["elf"]["needed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n == "libc.so.6"));
 
     let quiet = kiln(&["audit", kiln_exe(), "--expect-sass", "80", "--quiet"]);
     assert_eq!(quiet.status.code(), Some(1));
     assert!(quiet.stdout.is_empty());
-    let never = kiln(&["audit", kiln_exe(), "--expect-sass", "80", "--fail-on", "never"]);
+    let never = kiln(&[
+        "audit",
+        kiln_exe(),
+        "--expect-sass",
+        "80",
+        "--fail-on",
+        "never",
+    ]);
     assert_eq!(never.status.code(), Some(0));
 }
 
 #[test]
 fn glibc_ceiling_from_platform_flag() {
     // Any binary built on this machine needs a GLIBC newer than manylinux1's 2.5.
-    let out = kiln(&["audit", kiln_exe(), "--platform", "manylinux1_x86_64", "--json"]);
+    let out = kiln(&[
+        "audit",
+        kiln_exe(),
+        "--platform",
+        "manylinux1_x86_64",
+        "--json",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "tags/glibc-too-new"), "{v:#}");
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["rule"] == "tags/glibc-too-new"),
+        "{v:#}"
+    );
 }
 
 #[test]

@@ -54,7 +54,11 @@ pub fn run(args: Args) -> Result<()> {
     }
     let mut rows = Vec::new();
     for w in &wheels {
-        let name = w.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = w
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         eprintln!("timing {name}");
         let mut t = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
         let mut reports = [String::new(), String::new(), String::new(), String::new()];
@@ -85,8 +89,13 @@ pub fn run(args: Args) -> Result<()> {
             auditwheel_report: ar,
         });
     }
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    println!("\nbench-audit: median of {} rounds, {cores} cores; ratio = tool time / kiln time", args.rounds.max(1));
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    println!(
+        "\nbench-audit: median of {} rounds, {cores} cores; ratio = tool time / kiln time",
+        args.rounds.max(1)
+    );
     println!("(kiln: full audit with kernel listing; kiln-hdr: --no-kernels, fatbin headers only — still every ELF, every entry, RECORD)");
     println!(
         "{:<58} {:>6} {:>7} {:>9} {:>12} {:>7} {:>13} {:>7}",
@@ -107,7 +116,10 @@ pub fn run(args: Args) -> Result<()> {
     }
     println!("\nwhat each reported:");
     for r in &rows {
-        println!("  {}\n    kiln:       {}\n    cuobjdump:  {}\n    auditwheel: {}", r.wheel, r.kiln_report, r.cuobjdump_report, r.auditwheel_report);
+        println!(
+            "  {}\n    kiln:       {}\n    cuobjdump:  {}\n    auditwheel: {}",
+            r.wheel, r.kiln_report, r.cuobjdump_report, r.auditwheel_report
+        );
     }
     Ok(())
 }
@@ -121,25 +133,49 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn fetch(dir: &Path, args: &Args) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut cmd = Command::new("python3");
-    cmd.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", &args.python_version, "--dest"]).arg(dir);
+    cmd.args([
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        &args.python_version,
+        "--dest",
+    ])
+    .arg(dir);
     // manylinux wheels are tagged with the oldest glibc they support: accept 2.17 .. 2.28.
     cmd.args(["--platform", "manylinux2014_x86_64"]);
     for minor in 17..=28 {
-        cmd.arg("--platform").arg(format!("manylinux_2_{minor}_x86_64"));
+        cmd.arg("--platform")
+            .arg(format!("manylinux_2_{minor}_x86_64"));
     }
     cmd.args(&args.wheels);
     let out = cmd.output().context("running pip download")?;
     if !out.status.success() {
-        bail!("pip download failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "pip download failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let mut found = Vec::new();
     for spec in &args.wheels {
-        let (name, version) = spec.split_once("==").context("--wheel takes NAME==VERSION")?;
+        let (name, version) = spec
+            .split_once("==")
+            .context("--wheel takes NAME==VERSION")?;
         let prefix = format!("{}-{version}-", name.replace('-', "_"));
         let hit = std::fs::read_dir(dir)?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().to_lowercase().starts_with(&prefix.to_lowercase())));
-        found.push(hit.with_context(|| format!("pip did not leave a wheel for {spec} in {}", dir.display()))?);
+            .find(|p| {
+                p.file_name().is_some_and(|n| {
+                    n.to_string_lossy()
+                        .to_lowercase()
+                        .starts_with(&prefix.to_lowercase())
+                })
+            });
+        found.push(hit.with_context(|| {
+            format!("pip did not leave a wheel for {spec} in {}", dir.display())
+        })?);
     }
     Ok(found)
 }
@@ -147,14 +183,26 @@ fn fetch(dir: &Path, args: &Args) -> Result<Vec<PathBuf>> {
 fn build_kiln(layout: &Layout) -> Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(repo_root()).args(["build", "--release", "-q", "-p", "kiln", "--message-format=json"]);
+    cmd.current_dir(repo_root()).args([
+        "build",
+        "--release",
+        "-q",
+        "-p",
+        "kiln",
+        "--message-format=json",
+    ]);
     layout.apply(&mut cmd);
     let out = cmd.output().context("cargo build --release -p kiln")?;
     if !out.status.success() {
-        bail!("building kiln failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "building kiln failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         if v["reason"] == "compiler-artifact" && v["target"]["name"] == "kiln" {
             if let Some(exe) = v["executable"].as_str() {
                 return Ok(PathBuf::from(exe));
@@ -172,7 +220,11 @@ fn run_kiln(kiln: &Path, wheel: &Path, headers_only: bool) -> Result<String> {
     }
     let out = cmd.output()?;
     if out.status.code() == Some(2) {
-        bail!("kiln audit could not read {}: {}", wheel.display(), String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "kiln audit could not read {}: {}",
+            wheel.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("kiln audit --json")?;
     let c = &v["counts"];
@@ -190,7 +242,13 @@ fn run_cuobjdump(cuobjdump: &Path, wheel: &Path, scratch: &Path) -> Result<Strin
         std::fs::remove_dir_all(scratch)?;
     }
     std::fs::create_dir_all(scratch)?;
-    let status = Command::new("unzip").args(["-q", "-o"]).arg(wheel).arg("-d").arg(scratch).status().context("running unzip")?;
+    let status = Command::new("unzip")
+        .args(["-q", "-o"])
+        .arg(wheel)
+        .arg("-d")
+        .arg(scratch)
+        .status()
+        .context("running unzip")?;
     if !status.success() {
         bail!("unzip {} failed", wheel.display());
     }
@@ -201,7 +259,10 @@ fn run_cuobjdump(cuobjdump: &Path, wheel: &Path, scratch: &Path) -> Result<Strin
             let p = e?.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.file_name().is_some_and(|n| { let n = n.to_string_lossy(); n.ends_with(".so") || n.contains(".so.") }) {
+            } else if p.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.ends_with(".so") || n.contains(".so.")
+            }) {
                 libs.push(p);
             }
         }
@@ -209,7 +270,9 @@ fn run_cuobjdump(cuobjdump: &Path, wheel: &Path, scratch: &Path) -> Result<Strin
     let next = AtomicUsize::new(0);
     let elf_lines = AtomicUsize::new(0);
     let failures = Mutex::new(0usize);
-    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
@@ -217,9 +280,16 @@ fn run_cuobjdump(cuobjdump: &Path, wheel: &Path, scratch: &Path) -> Result<Strin
                 let Some(lib) = libs.get(i) else { break };
                 match Command::new(cuobjdump).arg("--list-elf").arg(lib).output() {
                     Ok(o) => {
-                        let n = String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("ELF file")).count();
+                        let n = String::from_utf8_lossy(&o.stdout)
+                            .lines()
+                            .filter(|l| l.starts_with("ELF file"))
+                            .count();
                         elf_lines.fetch_add(n, Ordering::Relaxed);
-                        if !o.status.success() && n == 0 && !String::from_utf8_lossy(&o.stderr).contains("does not contain device code") {
+                        if !o.status.success()
+                            && n == 0
+                            && !String::from_utf8_lossy(&o.stderr)
+                                .contains("does not contain device code")
+                        {
                             *failures.lock().unwrap() += 1;
                         }
                     }
@@ -240,8 +310,20 @@ fn run_cuobjdump(cuobjdump: &Path, wheel: &Path, scratch: &Path) -> Result<Strin
 fn run_auditwheel(layout: &Layout, auditwheel: &Path, wheel: &Path) -> Result<String> {
     let mut cmd = Command::new(auditwheel);
     layout.apply(&mut cmd);
-    let out = cmd.arg("show").arg(wheel).output().context("running auditwheel show")?;
+    let out = cmd
+        .arg("show")
+        .arg(wheel)
+        .output()
+        .context("running auditwheel show")?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let first = text.split("\n\n").find(|p| p.contains("is consistent") || p.contains("platform tag")).unwrap_or("").replace('\n', " ");
-    Ok(format!("exit {}: {}", out.status.code().unwrap_or(-1), first.chars().take(160).collect::<String>()))
+    let first = text
+        .split("\n\n")
+        .find(|p| p.contains("is consistent") || p.contains("platform tag"))
+        .unwrap_or("")
+        .replace('\n', " ");
+    Ok(format!(
+        "exit {}: {}",
+        out.status.code().unwrap_or(-1),
+        first.chars().take(160).collect::<String>()
+    ))
 }

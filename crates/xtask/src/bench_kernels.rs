@@ -34,10 +34,14 @@ pub fn run(args: Args) -> Result<()> {
             let t = Instant::now();
             match which {
                 0 => {
-                    kiln_build::KernelBuild::new(pins.clone(), kernels.clone(), tmp.path().join("out"))
-                        .bindgen(false)
-                        .progress(false)
-                        .run()?;
+                    kiln_build::KernelBuild::new(
+                        pins.clone(),
+                        kernels.clone(),
+                        tmp.path().join("out"),
+                    )
+                    .bindgen(false)
+                    .progress(false)
+                    .run()?;
                 }
                 1 => monolithic(&nvcc, &pins, &kernels, tmp.path(), false)?,
                 _ => monolithic(&nvcc, &pins, &kernels, tmp.path(), true)?,
@@ -50,7 +54,9 @@ pub fn run(args: Args) -> Result<()> {
         v[v.len() / 2].as_secs_f64()
     };
     let (k, n, n0) = (med(&mut times[0]), med(&mut times[1]), med(&mut times[2]));
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     if args.json {
         println!(
             "{}",
@@ -58,10 +64,19 @@ pub fn run(args: Args) -> Result<()> {
                 "nvcc_gencode_threads0_s": n0, "ratio_nvcc_over_kiln": n / k, "ratio_threads0_over_kiln": n0 / k})
         );
     } else {
-        println!("clean kernel build, median of {} rounds, {cpus} CPUs:", args.rounds);
+        println!(
+            "clean kernel build, median of {} rounds, {cpus} CPUs:",
+            args.rounds
+        );
         println!("  kiln-build (jobs + nvlink + fatbinary)  {k:>7.2} s  1.00x");
-        println!("  nvcc, all -gencode in one call          {n:>7.2} s  {:.2}x kiln-build", n / k);
-        println!("  nvcc, all -gencode, --threads 0         {n0:>7.2} s  {:.2}x kiln-build", n0 / k);
+        println!(
+            "  nvcc, all -gencode in one call          {n:>7.2} s  {:.2}x kiln-build",
+            n / k
+        );
+        println!(
+            "  nvcc, all -gencode, --threads 0         {n0:>7.2} s  {:.2}x kiln-build",
+            n0 / k
+        );
     }
     Ok(())
 }
@@ -76,14 +91,16 @@ fn monolithic(nvcc: &Path, pins: &Pins, kernels: &Path, out: &Path, threads0: bo
     sources.sort();
     for (i, src) in sources.iter().enumerate() {
         let mut cmd = Command::new(nvcc);
-        cmd.args(["-std=c++17", "-O3", "-fatbin"]).arg(format!("-I{}", kernels.join("include").display()));
+        cmd.args(["-std=c++17", "-O3", "-fatbin"])
+            .arg(format!("-I{}", kernels.join("include").display()));
         for t in pins.matrix.targets() {
             let a = t.arch;
             let code = match t.kind {
                 TargetKind::Sass => a.sm(),
                 TargetKind::Ptx => a.compute(),
             };
-            cmd.arg("-gencode").arg(format!("arch={},code={code}", a.compute()));
+            cmd.arg("-gencode")
+                .arg(format!("arch={},code={code}", a.compute()));
         }
         if threads0 {
             cmd.args(["--threads", "0"]);

@@ -33,12 +33,19 @@ struct Component {
 fn components(layout: &Layout, pins: &Pins) -> Vec<Component> {
     let t = &pins.toolchain;
     let mut py_tools = vec![format!("maturin=={}", t.maturin)];
-    py_tools.extend(pins.test_tools.iter().map(|(name, v)| format!("{name}=={v}")));
+    py_tools.extend(
+        pins.test_tools
+            .iter()
+            .map(|(name, v)| format!("{name}=={v}")),
+    );
     vec![
         Component {
             name: "cuda",
             dir: layout.cuda_site(),
-            requirements: vec![format!("cuda-toolkit[nvcc,crt,cccl,cudart,nvvm]=={}", t.cuda)],
+            requirements: vec![format!(
+                "cuda-toolkit[nvcc,crt,cccl,cudart,nvvm]=={}",
+                t.cuda
+            )],
             verify: verify_nvcc,
         },
         Component {
@@ -56,7 +63,12 @@ fn components(layout: &Layout, pins: &Pins) -> Vec<Component> {
             requirements: vec![format!("libclang-ng=={}", t.libclang_ng)],
             verify: verify_libclang,
         },
-        Component { name: "py", dir: layout.py_site(), requirements: py_tools, verify: verify_py_tools },
+        Component {
+            name: "py",
+            dir: layout.py_site(),
+            requirements: py_tools,
+            verify: verify_py_tools,
+        },
     ]
 }
 
@@ -82,17 +94,30 @@ pub fn run(args: Args) -> Result<Layout> {
         let t = Instant::now();
         let _ = std::fs::remove_file(&stamp);
         if c.dir.exists() {
-            std::fs::remove_dir_all(&c.dir).with_context(|| format!("removing {}", c.dir.display()))?;
+            std::fs::remove_dir_all(&c.dir)
+                .with_context(|| format!("removing {}", c.dir.display()))?;
         }
         let mut pip = Command::new(python());
-        pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"])
-            .arg("--target")
-            .arg(&c.dir)
-            .args(&c.requirements);
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-compile",
+        ])
+        .arg("--target")
+        .arg(&c.dir)
+        .args(&c.requirements);
         run_checked(&mut pip).with_context(|| format!("installing {}", c.name))?;
-        let what = (c.verify)(&layout, &pins).with_context(|| format!("{} installed but failed verification", c.name))?;
+        let what = (c.verify)(&layout, &pins)
+            .with_context(|| format!("{} installed but failed verification", c.name))?;
         std::fs::write(&stamp, &wanted)?;
-        eprintln!("  ok       {:<11} {what} ({:.1} s)", c.name, t.elapsed().as_secs_f64());
+        eprintln!(
+            "  ok       {:<11} {what} ({:.1} s)",
+            c.name,
+            t.elapsed().as_secs_f64()
+        );
     }
     std::fs::write(layout.env_file(), layout.env_script())?;
     if !args.quiet {
@@ -107,7 +132,10 @@ pub fn run(args: Args) -> Result<Layout> {
 
 /// Bootstrap quietly: what every toolchain-using xtask command calls first.
 pub fn ensure() -> Result<Layout> {
-    run(Args { force: false, quiet: true })
+    run(Args {
+        force: false,
+        quiet: true,
+    })
 }
 
 /// Bootstrap, then put the toolchain into this process's environment: for commands that call
@@ -147,7 +175,10 @@ fn verify_cuda_tools(layout: &Layout, pins: &Pins) -> Result<String> {
         let text = tool_version(layout, layout.cuda_tools_bin().join(tool))?;
         let found = kiln_build::toolkit::parse_nvcc_version(&text).unwrap_or_default();
         if found != pins.toolchain.cuda_tools {
-            bail!("{tool} is {found:?}, the pin is {}", pins.toolchain.cuda_tools);
+            bail!(
+                "{tool} is {found:?}, the pin is {}",
+                pins.toolchain.cuda_tools
+            );
         }
     }
     Ok(format!("cuobjdump/nvdisasm {}", pins.toolchain.cuda_tools))
@@ -161,9 +192,15 @@ fn verify_libclang(layout: &Layout, pins: &Pins) -> Result<String> {
             bail!("{} is missing", p.display());
         }
     }
-    let dist = layout.libclang_site().join(format!("libclang_ng-{}.dist-info", pins.toolchain.libclang_ng));
+    let dist = layout.libclang_site().join(format!(
+        "libclang_ng-{}.dist-info",
+        pins.toolchain.libclang_ng
+    ));
     if !dist.exists() {
-        bail!("libclang-ng {} is not the installed version", pins.toolchain.libclang_ng);
+        bail!(
+            "libclang-ng {} is not the installed version",
+            pins.toolchain.libclang_ng
+        );
     }
     Ok(format!("libclang {}", pins.toolchain.libclang_ng))
 }
@@ -172,7 +209,10 @@ fn verify_py_tools(layout: &Layout, pins: &Pins) -> Result<String> {
     let text = tool_version(layout, layout.py_site().join("bin/maturin"))?;
     let want = format!("maturin {}", pins.toolchain.maturin);
     if text.trim() != want {
-        bail!("`maturin --version` says {:?}, the pin is {want}", text.trim());
+        bail!(
+            "`maturin --version` says {:?}, the pin is {want}",
+            text.trim()
+        );
     }
     for name in pins.test_tools.keys() {
         if !layout.py_site().join("bin").join(name).exists() && !py_dist_exists(layout, name) {

@@ -45,23 +45,40 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let layout = bootstrap::ensure()?;
     let root = repo_root();
-    let out = args.out.clone().unwrap_or_else(|| wheel::target_dir().join("gpu-bundle"));
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| wheel::target_dir().join("gpu-bundle"));
     if out.exists() {
-        std::fs::remove_dir_all(&out).with_context(|| format!("removing the old {}", out.display()))?;
+        std::fs::remove_dir_all(&out)
+            .with_context(|| format!("removing the old {}", out.display()))?;
     }
     std::fs::create_dir_all(out.join("bin"))?;
 
-    let built = wheel::build(&wheel::Args { out: None, no_audit: args.no_audit, test: false, offline: false })?;
-    let wheel_name = built.wheel.file_name().context("wheel file name")?.to_string_lossy().into_owned();
+    let built = wheel::build(&wheel::Args {
+        out: None,
+        no_audit: args.no_audit,
+        test: false,
+        offline: false,
+    })?;
+    let wheel_name = built
+        .wheel
+        .file_name()
+        .context("wheel file name")?
+        .to_string_lossy()
+        .into_owned();
     std::fs::copy(&built.wheel, out.join(&wheel_name))?;
 
     let mut executables = Vec::new();
     for exe in runtime_executables(&layout, &root)? {
         let dest = out.join("bin").join(&exe.name);
-        std::fs::copy(&exe.path, &dest).with_context(|| format!("copying {}", exe.path.display()))?;
-        executables.push(json!({"name": exe.name, "kind": exe.kind, "path": format!("bin/{}", exe.name)}));
+        std::fs::copy(&exe.path, &dest)
+            .with_context(|| format!("copying {}", exe.path.display()))?;
+        executables
+            .push(json!({"name": exe.name, "kind": exe.kind, "path": format!("bin/{}", exe.name)}));
     }
-    std::fs::copy(root.join(RUNTIME_RUNNER), out.join("bin/run-rust-gpu.sh")).with_context(|| format!("copying {RUNTIME_RUNNER}"))?;
+    std::fs::copy(root.join(RUNTIME_RUNNER), out.join("bin/run-rust-gpu.sh"))
+        .with_context(|| format!("copying {RUNTIME_RUNNER}"))?;
     set_executable(&out.join("bin/run-rust-gpu.sh"))?;
     let kiln = if root.join("crates/kiln/Cargo.toml").exists() {
         match wheel::build_kiln_binary(&layout, &root) {
@@ -70,7 +87,9 @@ pub fn run(args: Args) -> Result<()> {
                 Some("bin/kiln")
             }
             Err(e) => {
-                eprintln!("warning: the kiln binary did not build, the bundle goes without it: {e:#}");
+                eprintln!(
+                    "warning: the kiln binary did not build, the bundle goes without it: {e:#}"
+                );
                 None
             }
         }
@@ -80,7 +99,8 @@ pub fn run(args: Args) -> Result<()> {
 
     for script in SCRIPTS {
         let src = root.join("checks/gpu-bundle").join(script);
-        std::fs::copy(&src, out.join(script)).with_context(|| format!("copying {}", src.display()))?;
+        std::fs::copy(&src, out.join(script))
+            .with_context(|| format!("copying {}", src.display()))?;
     }
     set_executable(&out.join("run.sh"))?;
     // `kiln audit --policy` there reads the same pins as here.
@@ -99,17 +119,33 @@ pub fn run(args: Args) -> Result<()> {
         "kiln": kiln,
         "rust_runner": "bin/run-rust-gpu.sh",
     });
-    std::fs::write(out.join("bundle.json"), serde_json::to_string_pretty(&manifest)?)?;
+    std::fs::write(
+        out.join("bundle.json"),
+        serde_json::to_string_pretty(&manifest)?,
+    )?;
 
     let (files, bytes) = dir_size(&out)?;
     if bytes > MAX_BYTES {
-        bail!("{} is {:.1} MiB, over the {} MiB limit", out.display(), mib(bytes), MAX_BYTES / (1024 * 1024));
+        bail!(
+            "{} is {:.1} MiB, over the {} MiB limit",
+            out.display(),
+            mib(bytes),
+            MAX_BYTES / (1024 * 1024)
+        );
     }
     println!("bundle:      {}", out.display());
-    println!("size:        {:.1} MiB in {files} files (limit {} MiB)", mib(bytes), MAX_BYTES / (1024 * 1024));
+    println!(
+        "size:        {:.1} MiB in {files} files (limit {} MiB)",
+        mib(bytes),
+        MAX_BYTES / (1024 * 1024)
+    );
     println!("wheel:       {wheel_name}");
     for e in manifest["executables"].as_array().into_iter().flatten() {
-        println!("executable:  {} ({})", e["path"].as_str().unwrap_or("?"), e["kind"].as_str().unwrap_or("?"));
+        println!(
+            "executable:  {} ({})",
+            e["path"].as_str().unwrap_or("?"),
+            e["kind"].as_str().unwrap_or("?")
+        );
     }
     println!("kiln:        {}", kiln.unwrap_or("(not built)"));
     println!("run there:   ./run.sh RESULTS_DIR   (Linux, NVIDIA GPU, Python 3 with torch)");
@@ -126,24 +162,43 @@ struct Executable {
 /// kiln-runtime under its target name (hash removed), and kiln-gpu-bench.
 fn runtime_executables(layout: &Layout, root: &Path) -> Result<Vec<Executable>> {
     let mut found = Vec::new();
-    for (args, package) in [(&["test", "--no-run"][..], RUNTIME_PACKAGE), (&["build"][..], BENCH_PACKAGE)] {
+    for (args, package) in [
+        (&["test", "--no-run"][..], RUNTIME_PACKAGE),
+        (&["build"][..], BENCH_PACKAGE),
+    ] {
         let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cargo
-            .current_dir(root)
-            .args(args)
-            .args(["--release", "--locked", "-p", package, "--message-format=json-render-diagnostics"]);
+        cargo.current_dir(root).args(args).args([
+            "--release",
+            "--locked",
+            "-p",
+            package,
+            "--message-format=json-render-diagnostics",
+        ]);
         layout.apply(&mut cargo);
         let out = cargo.output().context("running cargo")?;
         if !out.status.success() {
-            bail!("cargo {} -p {package} failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "cargo {} -p {package} failed:\n{}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let Ok(msg) = serde_json::from_str::<Value>(line) else { continue };
+            let Ok(msg) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
             if msg["reason"] != "compiler-artifact" {
                 continue;
             }
-            let Some(exe) = msg["executable"].as_str() else { continue };
-            let kinds: Vec<&str> = msg["target"]["kind"].as_array().into_iter().flatten().filter_map(|k| k.as_str()).collect();
+            let Some(exe) = msg["executable"].as_str() else {
+                continue;
+            };
+            let kinds: Vec<&str> = msg["target"]["kind"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|k| k.as_str())
+                .collect();
             let name = msg["target"]["name"].as_str().unwrap_or("?").to_string();
             let kind = if package == BENCH_PACKAGE && kinds.contains(&"bin") {
                 "bench"
@@ -153,20 +208,32 @@ fn runtime_executables(layout: &Layout, root: &Path) -> Result<Vec<Executable>> 
                 continue; // the library's unit tests: CPU tests that CI runs
             };
             if !found.iter().any(|e: &Executable| e.name == name) {
-                found.push(Executable { name, kind, path: PathBuf::from(exe) });
+                found.push(Executable {
+                    name,
+                    kind,
+                    path: PathBuf::from(exe),
+                });
             }
         }
     }
     if !found.iter().any(|e| e.kind == "test") || !found.iter().any(|e| e.kind == "bench") {
-        bail!("expected kiln-runtime test executables and the {BENCH_PACKAGE} binary, found {:?}",
-            found.iter().map(|e| &e.name).collect::<Vec<_>>());
+        bail!(
+            "expected kiln-runtime test executables and the {BENCH_PACKAGE} binary, found {:?}",
+            found.iter().map(|e| &e.name).collect::<Vec<_>>()
+        );
     }
     Ok(found)
 }
 
 fn git(root: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git").current_dir(root).args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = Command::new("git")
+        .current_dir(root)
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn set_executable(path: &Path) -> Result<()> {

@@ -31,13 +31,29 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         println!("{:<12} {:<6} {:>7}  kernels", "target", "kind", "count");
         for t in &build.manifest.targets {
-            let isa = t.ptx_isa.as_deref().map(|v| format!(" (PTX ISA {v})")).unwrap_or_default();
-            println!("{:<12} {:<6} {:>7}  {}{isa}", t.target, t.kind, t.kernels.len(), t.kernels.join(" "));
+            let isa = t
+                .ptx_isa
+                .as_deref()
+                .map(|v| format!(" (PTX ISA {v})"))
+                .unwrap_or_default();
+            println!(
+                "{:<12} {:<6} {:>7}  {}{isa}",
+                t.target,
+                t.kind,
+                t.kernels.len(),
+                t.kernels.join(" ")
+            );
         }
-        println!("fatbin: {} ({} bytes)", build.fatbin.display(), build.summary.fatbin_bytes);
+        println!(
+            "fatbin: {} ({} bytes)",
+            build.fatbin.display(),
+            build.summary.fatbin_bytes
+        );
     }
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo.current_dir(&root).args(["build", "--release", "-p", "kiln-kernels"]);
+    cargo
+        .current_dir(&root)
+        .args(["build", "--release", "-p", "kiln-kernels"]);
     layout.apply(&mut cargo);
     run_checked(&mut cargo).context("building the kiln-kernels crate")?;
     eprintln!("kiln-kernels crate built (target/release)");

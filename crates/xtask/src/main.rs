@@ -16,7 +16,10 @@ mod wheel;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "kiln's build, check and bootstrap tasks")]
+#[command(
+    name = "cargo xtask",
+    about = "kiln's build, check and bootstrap tasks"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -31,25 +31,34 @@ pub fn run(args: Args) -> Result<()> {
     if let [first, second] = args.compare.as_slice() {
         return report(&compare::wheels(first, second)?, args.json);
     }
-    let dir = args.dir.clone().unwrap_or_else(|| repo_root().join("target/repro"));
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| repo_root().join("target/repro"));
     let mut wheels = Vec::new();
     for (i, name) in ["first", "second"].into_iter().enumerate() {
         let target = dir.join(name);
         if target.exists() {
-            std::fs::remove_dir_all(&target).with_context(|| format!("cleaning {}", target.display()))?;
+            std::fs::remove_dir_all(&target)
+                .with_context(|| format!("cleaning {}", target.display()))?;
         }
         std::fs::create_dir_all(&target)?;
         let mut extra: Vec<(String, String)> = Vec::new();
         if i == 1 {
             for kv in &args.second_env {
-                let (k, v) = kv.split_once('=').with_context(|| format!("--second-env {kv:?} is not KEY=VALUE"))?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .with_context(|| format!("--second-env {kv:?} is not KEY=VALUE"))?;
                 extra.push((k.to_string(), v.to_string()));
             }
         }
         let started = Instant::now();
         eprintln!("repro: {name} clean build in {}", target.display());
         let built = build_in(&target.join("cargo-target"), &target.join("wheels"), &extra)?;
-        eprintln!("repro: {name} build took {:.0} s", started.elapsed().as_secs_f64());
+        eprintln!(
+            "repro: {name} build took {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
         wheels.push(built);
     }
     report(&compare::wheels(&wheels[0], &wheels[1])?, args.json)
@@ -68,19 +77,29 @@ fn report(report: &compare::Report, json: bool) -> Result<()> {
 }
 
 /// `cargo xtask wheel` with its own target directory and extra environment.
-fn build_in(target_dir: &std::path::Path, out: &std::path::Path, extra: &[(String, String)]) -> Result<PathBuf> {
-    let saved: Vec<(String, Option<std::ffi::OsString>)> = std::iter::once("CARGO_TARGET_DIR".to_string())
-        .chain(extra.iter().map(|(k, _)| k.clone()))
-        .map(|k| {
-            let v = std::env::var_os(&k);
-            (k, v)
-        })
-        .collect();
+fn build_in(
+    target_dir: &std::path::Path,
+    out: &std::path::Path,
+    extra: &[(String, String)],
+) -> Result<PathBuf> {
+    let saved: Vec<(String, Option<std::ffi::OsString>)> =
+        std::iter::once("CARGO_TARGET_DIR".to_string())
+            .chain(extra.iter().map(|(k, _)| k.clone()))
+            .map(|k| {
+                let v = std::env::var_os(&k);
+                (k, v)
+            })
+            .collect();
     std::env::set_var("CARGO_TARGET_DIR", target_dir);
     for (k, v) in extra {
         std::env::set_var(k, v);
     }
-    let args = wheel::Args { out: Some(out.to_path_buf()), no_audit: true, test: false, offline: true };
+    let args = wheel::Args {
+        out: Some(out.to_path_buf()),
+        no_audit: true,
+        test: false,
+        offline: true,
+    };
     let built = wheel::build(&args);
     for (k, v) in saved {
         match v {

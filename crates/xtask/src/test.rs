@@ -67,7 +67,14 @@ pub fn run(args: Args) -> Result<()> {
             bail!("unknown suite {name:?} (suites: {})", names.join(", "));
         }
     }
-    eprintln!("suites: {}", selected.iter().map(|s| s.name).collect::<Vec<_>>().join(", "));
+    eprintln!(
+        "suites: {}",
+        selected
+            .iter()
+            .map(|s| s.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let started = Instant::now();
     let mut results = Vec::new();
     let mut wheel = None;
@@ -76,12 +83,20 @@ pub fn run(args: Args) -> Result<()> {
         let t = Instant::now();
         let ok = run_suite(&layout, suite, &mut wheel);
         let secs = t.elapsed().as_secs_f64();
-        eprintln!("=== {}: {} in {secs:.0} s", suite.name, if ok { "passed" } else { "FAILED" });
+        eprintln!(
+            "=== {}: {} in {secs:.0} s",
+            suite.name,
+            if ok { "passed" } else { "FAILED" }
+        );
         results.push((suite.name, ok, secs));
     }
     eprintln!("\nsummary ({:.0} s):", started.elapsed().as_secs_f64());
     for (name, ok, secs) in &results {
-        eprintln!("  {:<8} {:<6} {secs:>5.0} s", name, if *ok { "ok" } else { "FAILED" });
+        eprintln!(
+            "  {:<8} {:<6} {secs:>5.0} s",
+            name,
+            if *ok { "ok" } else { "FAILED" }
+        );
     }
     let failed: Vec<&str> = results.iter().filter(|r| !r.1).map(|r| r.0).collect();
     if !failed.is_empty() {
@@ -93,14 +108,30 @@ pub fn run(args: Args) -> Result<()> {
 /// The wheel `cargo xtask repro` left (its first build), or a fresh `cargo xtask wheel`.
 fn wheel_for_tests(layout: &Layout) -> Option<PathBuf> {
     let find = |dir: PathBuf| -> Option<PathBuf> {
-        std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "whl"))
+        std::fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "whl"))
     };
     if let Some(w) = find(repo_root().join("target/repro/first/wheels")) {
         return Some(w);
     }
     let out = repo_root().join("target/ci-wheel");
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(repo_root()).args(["run", "--quiet", "--locked", "-p", "xtask", "--", "wheel", "--no-audit", "--out"]).arg(&out);
+    cmd.current_dir(repo_root())
+        .args([
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "xtask",
+            "--",
+            "wheel",
+            "--no-audit",
+            "--out",
+        ])
+        .arg(&out);
     layout.apply(&mut cmd);
     cmd.status().ok().filter(|s| s.success())?;
     find(out)

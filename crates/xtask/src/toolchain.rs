@@ -10,7 +10,10 @@ use kiln_pins::Pins;
 /// The repository root (where the workspace Cargo.toml is).
 pub fn repo_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.ancestors().nth(2).expect("crates/xtask sits two levels below the root").to_path_buf()
+    here.ancestors()
+        .nth(2)
+        .expect("crates/xtask sits two levels below the root")
+        .to_path_buf()
 }
 
 pub fn pins() -> Result<Pins> {
@@ -25,7 +28,9 @@ pub struct Layout {
 
 impl Layout {
     pub fn new() -> Layout {
-        Layout { root: repo_root().join(".toolchain") }
+        Layout {
+            root: repo_root().join(".toolchain"),
+        }
     }
     /// pip --target of the cuda-toolkit meta-package.
     pub fn cuda_site(&self) -> PathBuf {
@@ -57,13 +62,22 @@ impl Layout {
     /// The variables every toolchain-using command runs with.
     pub fn vars(&self) -> Vec<(&'static str, OsString)> {
         let cuda_home = self.cuda_home();
-        let mut path = vec![cuda_home.join("bin"), self.cuda_tools_bin(), self.py_site().join("bin")];
-        path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+        let mut path = vec![
+            cuda_home.join("bin"),
+            self.cuda_tools_bin(),
+            self.py_site().join("bin"),
+        ];
+        path.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
         let libclang = self.libclang_dir();
         vec![
             ("CUDA_HOME", cuda_home.clone().into_os_string()),
             ("CUDA_PATH", cuda_home.into_os_string()),
-            ("PATH", std::env::join_paths(path).expect("no ':' in toolchain paths")),
+            (
+                "PATH",
+                std::env::join_paths(path).expect("no ':' in toolchain paths"),
+            ),
             ("LIBCLANG_PATH", libclang.clone().into_os_string()),
             (
                 "BINDGEN_EXTRA_CLANG_ARGS",
@@ -98,14 +112,19 @@ impl Layout {
             "export BINDGEN_EXTRA_CLANG_ARGS='-resource-dir={}'\n",
             libclang.join("resource").display()
         );
-        s += &format!("export PYTHONPATH='{}'${{PYTHONPATH:+:$PYTHONPATH}}\n", self.py_site().display());
+        s += &format!(
+            "export PYTHONPATH='{}'${{PYTHONPATH:+:$PYTHONPATH}}\n",
+            self.py_site().display()
+        );
         s
     }
 }
 
 /// Runs a command to completion; on failure the error carries its stderr.
 pub fn run_checked(cmd: &mut Command) -> Result<std::process::Output> {
-    let out = cmd.output().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
     if !out.status.success() {
         anyhow::bail!(
             "{:?} failed ({}):\n{}{}",

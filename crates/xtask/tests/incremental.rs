@@ -9,7 +9,11 @@ use std::process::Command;
 use kiln_build::report::Summary;
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -43,31 +47,54 @@ impl Workspace {
             std::fs::copy(repo.join("kernels").join(f), dir.join("kernels").join(f)).unwrap();
         }
         copy_dir(&repo.join("kernels/include"), &dir.join("kernels/include"));
-        for c in ["kiln-pins", "kiln-build", "kiln-fatbin", "kiln-manifest", "kiln-kernels"] {
+        for c in [
+            "kiln-pins",
+            "kiln-build",
+            "kiln-fatbin",
+            "kiln-manifest",
+            "kiln-kernels",
+        ] {
             copy_dir(&repo.join("crates").join(c), &dir.join("crates").join(c));
         }
         // The bootstrap's toolchain, found the way kiln-build finds it in any workspace.
         std::os::unix::fs::symlink(repo.join(".toolchain"), dir.join(".toolchain")).unwrap();
         // Kept between runs so registry dependencies compile once per machine.
         let target = repo.join("target/incremental-check");
-        Workspace { root: dir.to_path_buf(), target }
+        Workspace {
+            root: dir.to_path_buf(),
+            target,
+        }
     }
 
     /// `cargo build -p kiln-kernels`; returns (kiln-kernels was fresh, the kernel summary).
     fn build(&self) -> (bool, Summary) {
         let out = Command::new(env!("CARGO"))
             .current_dir(&self.root)
-            .args(["build", "--offline", "-p", "kiln-kernels", "--message-format=json"])
+            .args([
+                "build",
+                "--offline",
+                "-p",
+                "kiln-kernels",
+                "--message-format=json",
+            ])
             .env("CARGO_TARGET_DIR", &self.target)
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "cargo build failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "cargo build failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let mut fresh = None;
         let mut out_dir = None;
         for line in stdout.lines() {
-            let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-            let is_kernels = msg["package_id"].as_str().is_some_and(|p| p.contains("kiln-kernels"));
+            let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let is_kernels = msg["package_id"]
+                .as_str()
+                .is_some_and(|p| p.contains("kiln-kernels"));
             match msg["reason"].as_str() {
                 Some("compiler-artifact") if is_kernels && msg["target"]["kind"][0] == "lib" => {
                     fresh = msg["fresh"].as_bool();
@@ -78,8 +105,11 @@ impl Workspace {
                 _ => {}
             }
         }
-        let summary_path = out_dir.expect("kiln-kernels build script output").join("kernels.summary.json");
-        let summary = serde_json::from_str(&std::fs::read_to_string(summary_path).unwrap()).unwrap();
+        let summary_path = out_dir
+            .expect("kiln-kernels build script output")
+            .join("kernels.summary.json");
+        let summary =
+            serde_json::from_str(&std::fs::read_to_string(summary_path).unwrap()).unwrap();
         (fresh.expect("kiln-kernels artifact message"), summary)
     }
 }
@@ -88,7 +118,11 @@ impl Workspace {
 fn noop_touch_and_edit_do_only_the_work_they_must() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = Workspace::new(tmp.path());
-    let targets = kiln_pins::Pins::load(&ws.root.join("Cargo.toml")).unwrap().matrix.targets().len();
+    let targets = kiln_pins::Pins::load(&ws.root.join("Cargo.toml"))
+        .unwrap()
+        .matrix
+        .targets()
+        .len();
 
     let (_, first) = ws.build();
     assert_eq!(first.compile_jobs, 2 * targets, "{first}");
@@ -104,12 +138,27 @@ fn noop_touch_and_edit_do_only_the_work_they_must() {
     std::fs::write(&vecadd, &text).unwrap();
     let (fresh, touched) = ws.build();
     assert!(!fresh);
-    assert_eq!((touched.compiled, touched.cached), (0, 2 * targets), "{touched}");
+    assert_eq!(
+        (touched.compiled, touched.cached),
+        (0, 2 * targets),
+        "{touched}"
+    );
 
     // Edit: only vecadd.cu's jobs (one per target) compile.
     // A unique edit, so a kernel cache kept from an earlier run cannot already hold it.
-    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    std::fs::write(&vecadd, format!("{text}// edited by the incremental test {nonce}\n")).unwrap();
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    std::fs::write(
+        &vecadd,
+        format!("{text}// edited by the incremental test {nonce}\n"),
+    )
+    .unwrap();
     let (_, edited) = ws.build();
-    assert_eq!((edited.compiled, edited.cached), (targets, targets), "{edited}");
+    assert_eq!(
+        (edited.compiled, edited.cached),
+        (targets, targets),
+        "{edited}"
+    );
 }

@@ -42,19 +42,43 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             findings.push(finding(
                 "fatbin/bad-entry",
                 &b.path,
-                format!("{} entry at offset {}: {}", e.target, e.offset, e.error.as_deref().unwrap_or("")),
+                format!(
+                    "{} entry at offset {}: {}",
+                    e.target,
+                    e.offset,
+                    e.error.as_deref().unwrap_or("")
+                ),
                 "rebuild the library; this entry cannot be loaded",
             ));
         }
-        let sass: BTreeSet<&str> = dev.entries.iter().filter(|e| e.kind == "cubin").map(|e| e.target.as_str()).collect();
-        let ptx: BTreeSet<&str> = dev.entries.iter().filter(|e| e.kind == "ptx").map(|e| e.target.as_str()).collect();
+        let sass: BTreeSet<&str> = dev
+            .entries
+            .iter()
+            .filter(|e| e.kind == "cubin")
+            .map(|e| e.target.as_str())
+            .collect();
+        let ptx: BTreeSet<&str> = dev
+            .entries
+            .iter()
+            .filter(|e| e.kind == "ptx")
+            .map(|e| e.target.as_str())
+            .collect();
 
         if let Some(expected) = &policy.expect_sass {
             let want: Vec<String> = expected.iter().map(sass_name).collect();
             for w in &want {
                 if !sass.contains(w.as_str()) {
-                    let near: Vec<&&str> = sass.iter().filter(|s| s.trim_end_matches(['a', 'f']) == w.trim_end_matches(['a', 'f'])).collect();
-                    let note = if near.is_empty() { String::new() } else { format!(" (has {near:?}: variants are not interchangeable)") };
+                    let near: Vec<&&str> = sass
+                        .iter()
+                        .filter(|s| {
+                            s.trim_end_matches(['a', 'f']) == w.trim_end_matches(['a', 'f'])
+                        })
+                        .collect();
+                    let note = if near.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (has {near:?}: variants are not interchangeable)")
+                    };
                     findings.push(finding(
                         "arch/missing-sass",
                         &b.path,
@@ -66,7 +90,10 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             // Per kernel: a target that exists in this ELF must carry every kernel.
             let mut kernels_by_target: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
             for e in dev.entries.iter().filter(|e| e.kind == "cubin") {
-                kernels_by_target.entry(e.target.as_str()).or_default().extend(e.kernels.iter().map(String::as_str));
+                kernels_by_target
+                    .entry(e.target.as_str())
+                    .or_default()
+                    .extend(e.kernels.iter().map(String::as_str));
             }
             let all: BTreeSet<&str> = kernels_by_target.values().flatten().copied().collect();
             for w in want.iter().filter(|w| sass.contains(w.as_str())) {
@@ -84,7 +111,12 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             }
             for s in &sass {
                 if !want.iter().any(|w| w == s) {
-                    findings.push(finding("arch/extra-sass", &b.path, format!("SASS for {s}, which the policy does not list"), "nothing to fix unless the size matters"));
+                    findings.push(finding(
+                        "arch/extra-sass",
+                        &b.path,
+                        format!("SASS for {s}, which the policy does not list"),
+                        "nothing to fix unless the size matters",
+                    ));
                 }
             }
         }
@@ -126,7 +158,10 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             }
         }
     }
-    if !any_device_code && (policy.expect_sass.as_ref().is_some_and(|v| !v.is_empty()) || policy.expect_ptx.as_ref().is_some_and(|v| !v.is_empty())) {
+    if !any_device_code
+        && (policy.expect_sass.as_ref().is_some_and(|v| !v.is_empty())
+            || policy.expect_ptx.as_ref().is_some_and(|v| !v.is_empty()))
+    {
         findings.push(finding(
             "arch/no-device-code",
             "",

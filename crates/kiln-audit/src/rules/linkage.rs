@@ -1,7 +1,6 @@
 //! linkage/*: every NEEDED and dlopen soname resolves; no driver stub, no bundled driver, no
 //! build-tree RUNPATH; tags/glibc-too-new.
 
-
 use serde::Serialize;
 
 use crate::finding::{finding, Finding};
@@ -21,7 +20,16 @@ pub struct Resolution {
     pub via: String,
 }
 
-const BUILD_TREE_MARKERS: &[&str] = &["/nix/store", "/home/", "/tmp/", "bazel-out", "/build/", "/target/", "/root/", "/usr/local/cuda"];
+const BUILD_TREE_MARKERS: &[&str] = &[
+    "/nix/store",
+    "/home/",
+    "/tmp/",
+    "bazel-out",
+    "/build/",
+    "/target/",
+    "/root/",
+    "/usr/local/cuda",
+];
 
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) -> Vec<Resolution> {
     let mut out = Vec::new();
@@ -34,7 +42,9 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 let marker = BUILD_TREE_MARKERS.iter().find(|m| entry.contains(*m));
                 let why = match marker {
                     Some(m) => format!("points into a build tree ({m})"),
-                    None if entry.starts_with('/') => "is absolute: it names a directory on the build machine".into(),
+                    None if entry.starts_with('/') => {
+                        "is absolute: it names a directory on the build machine".into()
+                    }
                     None => "is relative to the working directory, not to the library".into(),
                 };
                 findings.push(finding(
@@ -53,24 +63,41 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     format!("NEEDED {n}: the toolkit's link-time stub name; at run time only the driver's {real} exists"),
                     format!("link against the versioned soname (patchelf --replace-needed {n} {real} FILE), or load the driver with dlopen(\"{real}\")"),
                 ));
-                out.push(Resolution { file: b.path.clone(), soname: n.clone(), how: "needed", via: "unresolved".into() });
+                out.push(Resolution {
+                    file: b.path.clone(),
+                    soname: n.clone(),
+                    how: "needed",
+                    via: "unresolved".into(),
+                });
                 continue;
             }
             let via = resolve(artifact, policy, b, n, "needed", findings);
-            out.push(Resolution { file: b.path.clone(), soname: n.clone(), how: "needed", via });
+            out.push(Resolution {
+                file: b.path.clone(),
+                soname: n.clone(),
+                how: "needed",
+                via,
+            });
         }
         for feature in &elf.dlopen {
             let required = feature.priority.as_deref() == Some("required");
             let mut vias = Vec::new();
             let mut scratch = Vec::new();
             for s in &feature.soname {
-                vias.push((s.clone(), resolve(artifact, policy, b, s, "dlopen", &mut scratch)));
+                vias.push((
+                    s.clone(),
+                    resolve(artifact, policy, b, s, "dlopen", &mut scratch),
+                ));
             }
             let ok = vias.iter().any(|(_, v)| v != "unresolved");
             if ok {
                 // A feature is satisfied by any alternative; only keep the findings when none resolves.
             } else {
-                findings.extend(scratch.into_iter().filter(|f| f.rule != "linkage/unresolved-dlopen"));
+                findings.extend(
+                    scratch
+                        .into_iter()
+                        .filter(|f| f.rule != "linkage/unresolved-dlopen"),
+                );
                 let mut f = finding(
                     "linkage/unresolved-dlopen",
                     &b.path,
@@ -88,11 +115,21 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 findings.push(f);
             }
             for (s, via) in vias {
-                out.push(Resolution { file: b.path.clone(), soname: s, how: "dlopen", via });
+                out.push(Resolution {
+                    file: b.path.clone(),
+                    soname: s,
+                    how: "dlopen",
+                    via,
+                });
             }
         }
         for e in &elf.dlopen_errors {
-            findings.push(finding("linkage/bad-dlopen-note", &b.path, e.clone(), "write the note as the FDO ELF dlopen metadata JSON array"));
+            findings.push(finding(
+                "linkage/bad-dlopen-note",
+                &b.path,
+                e.clone(),
+                "write the note as the FDO ELF dlopen metadata JSON array",
+            ));
         }
         if let (Some(have), Some((plat, max))) = (elf.max_glibc, &ceiling) {
             if have > *max {
@@ -118,7 +155,10 @@ fn glibc_ceiling(artifact: &Artifact, policy: &Policy) -> Option<(String, (u32, 
         }
     }
     platforms.extend(policy.platform.clone());
-    platforms.into_iter().filter_map(|p| platform::glibc_ceiling(&p).map(|c| (p, c))).min_by_key(|(_, c)| *c)
+    platforms
+        .into_iter()
+        .filter_map(|p| platform::glibc_ceiling(&p).map(|c| (p, c)))
+        .min_by_key(|(_, c)| *c)
 }
 
 fn bundled_driver(artifact: &Artifact, findings: &mut Vec<Finding>) {
@@ -155,7 +195,14 @@ fn parent(path: &str) -> &str {
 }
 
 /// Where `soname` comes from for binary `b`; pushes a finding when it does not resolve.
-fn resolve(artifact: &Artifact, policy: &Policy, b: &Binary, soname: &str, how: &'static str, findings: &mut Vec<Finding>) -> String {
+fn resolve(
+    artifact: &Artifact,
+    policy: &Policy,
+    b: &Binary,
+    soname: &str,
+    how: &'static str,
+    findings: &mut Vec<Finding>,
+) -> String {
     let elf = b.elf.as_ref().expect("resolve is called for parsed ELFs");
     if soname.contains('/') {
         return "path".into();
@@ -164,10 +211,19 @@ fn resolve(artifact: &Artifact, policy: &Policy, b: &Binary, soname: &str, how: 
     let origin = parent(&b.path);
     let mut searched = Vec::new();
     for entry in elf.runpath.iter().chain(&elf.rpath) {
-        let Some(rel) = entry.strip_prefix("$ORIGIN").or_else(|| entry.strip_prefix("${ORIGIN}")) else { continue };
+        let Some(rel) = entry
+            .strip_prefix("$ORIGIN")
+            .or_else(|| entry.strip_prefix("${ORIGIN}"))
+        else {
+            continue;
+        };
         let dir = normalize(&format!("{origin}/{rel}"));
         if let Some(dir) = &dir {
-            let candidate = if dir.is_empty() { soname.to_string() } else { format!("{dir}/{soname}") };
+            let candidate = if dir.is_empty() {
+                soname.to_string()
+            } else {
+                format!("{dir}/{soname}")
+            };
             let exists = match artifact.kind {
                 InputKind::Elf => artifact.root.join(&candidate).exists(),
                 _ => artifact.files.contains(&candidate),
@@ -192,7 +248,10 @@ fn resolve(artifact: &Artifact, policy: &Policy, b: &Binary, soname: &str, how: 
     let mut providers: Vec<(String, String)> = Vec::new();
     for lib in policy.runtime.values() {
         if lib.sonames.iter().any(|s| s == soname) {
-            providers.push((crate::wheel::normalize_name(&lib.wheel), lib.lib_dir.clone()));
+            providers.push((
+                crate::wheel::normalize_name(&lib.wheel),
+                lib.lib_dir.clone(),
+            ));
         }
     }
     for layout in nvidia_wheels::layouts_for(soname) {
@@ -203,13 +262,18 @@ fn resolve(artifact: &Artifact, policy: &Policy, b: &Binary, soname: &str, how: 
     if !providers.is_empty() {
         if let Some(meta) = &artifact.wheel {
             let declared = providers.iter().find(|(w, dir)| {
-                meta.requires_dist.iter().any(|r| &r.name == w || (r.name == "cuda-toolkit" && dir.starts_with("nvidia/cu13")))
+                meta.requires_dist.iter().any(|r| {
+                    &r.name == w || (r.name == "cuda-toolkit" && dir.starts_with("nvidia/cu13"))
+                })
             });
             if let Some((w, _)) = declared {
                 return format!("wheel:{w}");
             }
             if artifact.kind == InputKind::Directory {
-                if let Some((w, dir)) = providers.iter().find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}"))) {
+                if let Some((w, dir)) = providers
+                    .iter()
+                    .find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}")))
+                {
                     return format!("installed:{w}:{dir}");
                 }
             }
@@ -217,20 +281,33 @@ fn resolve(artifact: &Artifact, policy: &Policy, b: &Binary, soname: &str, how: 
             findings.push(finding(
                 "metadata/missing-requires-dist",
                 &b.path,
-                format!("{how} {soname} comes from the {} wheel, which METADATA does not require", names[0]),
-                format!("add `Requires-Dist: {}` (pinned) to the package metadata", names[0]),
+                format!(
+                    "{how} {soname} comes from the {} wheel, which METADATA does not require",
+                    names[0]
+                ),
+                format!(
+                    "add `Requires-Dist: {}` (pinned) to the package metadata",
+                    names[0]
+                ),
             ));
             return "unresolved".into();
         }
         if artifact.kind == InputKind::Directory {
-            if let Some((w, dir)) = providers.iter().find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}"))) {
+            if let Some((w, dir)) = providers
+                .iter()
+                .find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}")))
+            {
                 return format!("installed:{w}:{dir}");
             }
         }
         return format!("external:{}", providers[0].0);
     }
     // 4. nothing found
-    let bundled_elsewhere: Vec<&String> = artifact.files.iter().filter(|f| f.rsplit('/').next() == Some(soname)).collect();
+    let bundled_elsewhere: Vec<&String> = artifact
+        .files
+        .iter()
+        .filter(|f| f.rsplit('/').next() == Some(soname))
+        .collect();
     let hint = if let Some(p) = bundled_elsewhere.first() {
         format!("; a copy is at {p} but RUNPATH does not reach it")
     } else if searched.is_empty() {
@@ -241,8 +318,16 @@ fn resolve(artifact: &Artifact, policy: &Policy, b: &Binary, soname: &str, how: 
     let (rule, fix) = if how == "needed" {
         ("linkage/unresolved-needed", "bundle the library (auditwheel repair) and point RUNPATH at it with $ORIGIN, or require the wheel that ships it")
     } else {
-        ("linkage/unresolved-dlopen", "bundle the library, require the wheel that ships it, or fix the .note.dlopen soname")
+        (
+            "linkage/unresolved-dlopen",
+            "bundle the library, require the wheel that ships it, or fix the .note.dlopen soname",
+        )
     };
-    findings.push(finding(rule, &b.path, format!("{how} {soname} does not resolve{hint}"), fix));
+    findings.push(finding(
+        rule,
+        &b.path,
+        format!("{how} {soname} does not resolve{hint}"),
+        fix,
+    ));
     "unresolved".into()
 }

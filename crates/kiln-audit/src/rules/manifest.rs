@@ -15,15 +15,26 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
     for b in &artifact.binaries {
         let Some(elf) = &b.elf else { continue };
         if let Some(e) = &elf.build_manifest_error {
-            findings.push(finding("manifest/unreadable", &b.path, format!("`.kiln_manifest`: {e}"), FIX_REBUILD));
+            findings.push(finding(
+                "manifest/unreadable",
+                &b.path,
+                format!("`.kiln_manifest`: {e}"),
+                FIX_REBUILD,
+            ));
             continue;
         }
-        let Some(manifest) = &elf.build_manifest else { continue };
+        let Some(manifest) = &elf.build_manifest else {
+            continue;
+        };
 
         // What the bytes hold: target -> (kernels, PTX ISA).
         let mut actual: BTreeMap<String, (BTreeSet<&str>, Option<&str>)> = BTreeMap::new();
         if let Some(dev) = &b.device {
-            for e in dev.entries.iter().filter(|e| e.kind == "cubin" || e.kind == "ptx") {
+            for e in dev
+                .entries
+                .iter()
+                .filter(|e| e.kind == "cubin" || e.kind == "ptx")
+            {
                 let slot = actual.entry(e.target.clone()).or_default();
                 slot.0.extend(e.kernels.iter().map(String::as_str));
                 if e.kind == "ptx" {
@@ -44,12 +55,21 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 ));
                 continue;
             };
-            let missing: Vec<&str> = t.kernels.iter().map(String::as_str).filter(|k| !kernels.contains(k)).collect();
+            let missing: Vec<&str> = t
+                .kernels
+                .iter()
+                .map(String::as_str)
+                .filter(|k| !kernels.contains(k))
+                .collect();
             if !missing.is_empty() {
                 findings.push(finding(
                     "manifest/kernel-missing",
                     &b.path,
-                    format!("the build manifest claims {} for {}, but the device code lacks them", missing.join(", "), t.target),
+                    format!(
+                        "the build manifest claims {} for {}, but the device code lacks them",
+                        missing.join(", "),
+                        t.target
+                    ),
                     FIX_REBUILD,
                 ));
             }
@@ -77,8 +97,12 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         if let (Some(sass), Some(ptx)) = (&policy.expect_sass, &policy.expect_ptx) {
             match ArchMatrix::parse(&manifest.matrix) {
                 Ok(m) => {
-                    let (ms, mp): (BTreeSet<_>, BTreeSet<_>) = (m.sass().collect(), m.ptx().collect());
-                    let (ps, pp): (BTreeSet<_>, BTreeSet<_>) = (sass.iter().copied().collect(), ptx.iter().copied().collect());
+                    let (ms, mp): (BTreeSet<_>, BTreeSet<_>) =
+                        (m.sass().collect(), m.ptx().collect());
+                    let (ps, pp): (BTreeSet<_>, BTreeSet<_>) = (
+                        sass.iter().copied().collect(),
+                        ptx.iter().copied().collect(),
+                    );
                     if ms != ps || mp != pp {
                         findings.push(finding(
                             "manifest/matrix-differs",
@@ -88,7 +112,12 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                         ));
                     }
                 }
-                Err(e) => findings.push(finding("manifest/unreadable", &b.path, format!("manifest matrix: {e}"), FIX_REBUILD)),
+                Err(e) => findings.push(finding(
+                    "manifest/unreadable",
+                    &b.path,
+                    format!("manifest matrix: {e}"),
+                    FIX_REBUILD,
+                )),
             }
         }
     }

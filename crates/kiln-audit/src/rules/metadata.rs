@@ -33,7 +33,10 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 findings.push(finding(
                     "metadata/requires-dist-pin",
                     "METADATA",
-                    format!("Requires-Dist {:?} does not admit the pinned {} {}", r.raw, lib.wheel, lib.version),
+                    format!(
+                        "Requires-Dist {:?} does not admit the pinned {} {}",
+                        r.raw, lib.wheel, lib.version
+                    ),
                     format!("require {}=={}", lib.wheel, lib.version),
                 ));
             }

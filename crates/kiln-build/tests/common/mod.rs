@@ -9,7 +9,11 @@ use std::path::{Path, PathBuf};
 use kiln_pins::Pins;
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The workspace pins with `archs` replaced (keeps the tests fast: two targets, not seven).
@@ -25,13 +29,20 @@ pub fn pins_with_archs(archs: &str) -> Pins {
 /// The real nvcc, or a test failure that says how to get it.
 pub fn real_nvcc() -> PathBuf {
     let env = |k: &str| std::env::var_os(k);
-    kiln_build::toolkit::locate(&env, &repo_root())
-        .unwrap_or_else(|e| panic!("these tests need the pinned nvcc: run `cargo xtask bootstrap` first\n{e}"))
+    kiln_build::toolkit::locate(&env, &repo_root()).unwrap_or_else(|e| {
+        panic!("these tests need the pinned nvcc: run `cargo xtask bootstrap` first\n{e}")
+    })
 }
 
 /// An environment in which only `nvcc` is visible.
 pub fn env_with_nvcc(nvcc: PathBuf) -> impl Fn(&str) -> Option<OsString> + Send + Sync + 'static {
-    move |k: &str| if k == "KILN_NVCC" { Some(nvcc.clone().into_os_string()) } else { None }
+    move |k: &str| {
+        if k == "KILN_NVCC" {
+            Some(nvcc.clone().into_os_string())
+        } else {
+            None
+        }
+    }
 }
 
 pub fn write(path: &Path, text: &str) {

@@ -8,15 +8,28 @@ use crate::error::{Error, Result};
 /// Decodes native-endian elements of `dtype` to f32 (ints are converted exactly up to 2^24).
 pub fn to_f32(bytes: &[u8], dtype: DType) -> Result<Vec<f32>> {
     if !bytes.len().is_multiple_of(dtype.size()) {
-        return Err(Error::Shape(format!("{} bytes is not a whole number of {dtype} elements", bytes.len())));
+        return Err(Error::Shape(format!(
+            "{} bytes is not a whole number of {dtype} elements",
+            bytes.len()
+        )));
     }
     let chunks = bytes.chunks_exact(dtype.size());
     Ok(match dtype {
-        DType::F32 => chunks.map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect(),
-        DType::F16 => chunks.map(|c| f16::from_ne_bytes(c.try_into().unwrap()).to_f32()).collect(),
-        DType::BF16 => chunks.map(|c| bf16::from_ne_bytes(c.try_into().unwrap()).to_f32()).collect(),
-        DType::I32 => chunks.map(|c| i32::from_ne_bytes(c.try_into().unwrap()) as f32).collect(),
-        DType::I64 => chunks.map(|c| i64::from_ne_bytes(c.try_into().unwrap()) as f32).collect(),
+        DType::F32 => chunks
+            .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+            .collect(),
+        DType::F16 => chunks
+            .map(|c| f16::from_ne_bytes(c.try_into().unwrap()).to_f32())
+            .collect(),
+        DType::BF16 => chunks
+            .map(|c| bf16::from_ne_bytes(c.try_into().unwrap()).to_f32())
+            .collect(),
+        DType::I32 => chunks
+            .map(|c| i32::from_ne_bytes(c.try_into().unwrap()) as f32)
+            .collect(),
+        DType::I64 => chunks
+            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()) as f32)
+            .collect(),
     })
 }
 
@@ -24,9 +37,19 @@ pub fn to_f32(bytes: &[u8], dtype: DType) -> Result<Vec<f32>> {
 pub fn from_f32(values: &[f32], dtype: DType) -> Result<Vec<u8>> {
     Ok(match dtype {
         DType::F32 => values.iter().flat_map(|v| v.to_ne_bytes()).collect(),
-        DType::F16 => values.iter().flat_map(|v| f16::from_f32(*v).to_ne_bytes()).collect(),
-        DType::BF16 => values.iter().flat_map(|v| bf16::from_f32(*v).to_ne_bytes()).collect(),
-        other => return Err(Error::DType(format!("from_f32: {other} is not a float type"))),
+        DType::F16 => values
+            .iter()
+            .flat_map(|v| f16::from_f32(*v).to_ne_bytes())
+            .collect(),
+        DType::BF16 => values
+            .iter()
+            .flat_map(|v| bf16::from_f32(*v).to_ne_bytes())
+            .collect(),
+        other => {
+            return Err(Error::DType(format!(
+                "from_f32: {other} is not a float type"
+            )))
+        }
     })
 }
 
@@ -67,6 +90,9 @@ mod tests {
         assert_eq!(round_to(0.1, DType::F16), 0.099975586);
         assert!(to_f32(&[0u8; 3], DType::F16).is_err());
         assert!(from_f32(&[1.0], DType::I32).is_err());
-        assert_eq!(to_f32(&ids_to_bytes(&[7, -1], DType::I32).unwrap(), DType::I32).unwrap(), vec![7.0, -1.0]);
+        assert_eq!(
+            to_f32(&ids_to_bytes(&[7, -1], DType::I32).unwrap(), DType::I32).unwrap(),
+            vec![7.0, -1.0]
+        );
     }
 }

@@ -11,7 +11,10 @@ pub fn vecadd(a: &[f32], b: &[f32]) -> Vec<f32> {
 
 /// out = alpha·x + beta·y.
 pub fn axpby(x: &[f32], y: &[f32], alpha: f32, beta: f32) -> Vec<f32> {
-    x.iter().zip(y).map(|(a, b)| (alpha as f64 * *a as f64 + beta as f64 * *b as f64) as f32).collect()
+    x.iter()
+        .zip(y)
+        .map(|(a, b)| (alpha as f64 * *a as f64 + beta as f64 * *b as f64) as f32)
+        .collect()
 }
 
 /// out = silu(gate)·up = gate / (1 + e^−gate) · up.
@@ -34,7 +37,11 @@ pub fn rmsnorm(x: &[f32], weight: &[f32], cols: usize, eps: f32) -> Vec<f32> {
     for row in x.chunks_exact(cols) {
         let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / cols as f64;
         let scale = 1.0 / (ms + eps as f64).sqrt();
-        out.extend(row.iter().zip(weight).map(|(&v, &w)| (v as f64 * scale * w as f64) as f32));
+        out.extend(
+            row.iter()
+                .zip(weight)
+                .map(|(&v, &w)| (v as f64 * scale * w as f64) as f32),
+        );
     }
     out
 }
@@ -48,7 +55,16 @@ pub fn softmax(x: &[f32], cols: usize) -> Vec<f32> {
     }
     for row in x.chunks_exact(cols) {
         let m = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
-        let e: Vec<f64> = row.iter().map(|&v| if v == f32::NEG_INFINITY { 0.0 } else { (v as f64 - m).exp() }).collect();
+        let e: Vec<f64> = row
+            .iter()
+            .map(|&v| {
+                if v == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    (v as f64 - m).exp()
+                }
+            })
+            .collect();
         let s: f64 = e.iter().sum();
         out.extend(e.iter().map(|v| (v / s) as f32));
     }
@@ -89,7 +105,9 @@ pub fn embedding(table: &[f32], dim: usize, ids: &[i64]) -> Result<Vec<f32>> {
     let mut out = Vec::with_capacity(ids.len() * dim);
     for (i, &id) in ids.iter().enumerate() {
         if id < 0 || id as usize >= vocab {
-            return Err(Error::Index(format!("embedding: ids[{i}] = {id} is outside [0, {vocab})")));
+            return Err(Error::Index(format!(
+                "embedding: ids[{i}] = {id} is outside [0, {vocab})"
+            )));
         }
         out.extend_from_slice(&table[id as usize * dim..(id as usize + 1) * dim]);
     }
@@ -114,7 +132,9 @@ pub fn matmul(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
 /// Element-wise sum over ranks.
 pub fn all_reduce_sum(inputs: &[Vec<f32>]) -> Vec<f32> {
     let n = inputs.first().map_or(0, |v| v.len());
-    (0..n).map(|i| inputs.iter().map(|v| v[i] as f64).sum::<f64>() as f32).collect()
+    (0..n)
+        .map(|i| inputs.iter().map(|v| v[i] as f64).sum::<f64>() as f32)
+        .collect()
 }
 
 #[cfg(test)]
@@ -144,7 +164,9 @@ mod tests {
         // Weight scales per column; eps keeps a zero row finite.
         let w = rmsnorm(&[1.0, 1.0], &[2.0, -3.0], 2, 1e-6);
         assert!(close(&w, &[2.0, -3.0], 1e-5));
-        assert!(rmsnorm(&[0.0, 0.0], &[1.0, 1.0], 2, 1e-6).iter().all(|v| *v == 0.0));
+        assert!(rmsnorm(&[0.0, 0.0], &[1.0, 1.0], 2, 1e-6)
+            .iter()
+            .all(|v| *v == 0.0));
     }
 
     #[test]
@@ -154,16 +176,22 @@ mod tests {
         assert!((row0 - 1.0).abs() < 1e-6);
         // Shift-invariant: huge inputs do not overflow.
         assert!(close(&out[..3], &out[3..], 1e-7), "{out:?}");
-        assert!(close(&out[..3], &[0.09003057, 0.24472847, 0.66524096], 1e-7));
+        assert!(close(
+            &out[..3],
+            &[0.09003057, 0.24472847, 0.66524096],
+            1e-7
+        ));
         let masked = softmax(&[f32::NEG_INFINITY, 0.0], 2);
         assert_eq!(masked, vec![0.0, 1.0]);
-        assert!(softmax(&[f32::NEG_INFINITY; 2], 2).iter().all(|v| v.is_nan()));
+        assert!(softmax(&[f32::NEG_INFINITY; 2], 2)
+            .iter()
+            .all(|v| v.is_nan()));
     }
 
     #[test]
     fn rope_rotates_pairs() {
         let x: Vec<f32> = (0..16).map(|i| i as f32 * 0.25 - 1.0).collect(); // [2 tokens, 2 heads, 4]
-        // Position 0 is the identity.
+                                                                            // Position 0 is the identity.
         assert!(close(&rope(&x[..8], 2, 4, &[0], 10000.0), &x[..8], 0.0));
         let out = rope(&x, 2, 4, &[0, 3], 10000.0);
         // Each (i, i + d/2) pair keeps its length.
@@ -186,7 +214,10 @@ mod tests {
     #[test]
     fn embedding_gathers_and_rejects_bad_ids() {
         let table = [0.0, 1.0, 10.0, 11.0, 20.0, 21.0];
-        assert_eq!(embedding(&table, 2, &[2, 0, 2]).unwrap(), vec![20.0, 21.0, 0.0, 1.0, 20.0, 21.0]);
+        assert_eq!(
+            embedding(&table, 2, &[2, 0, 2]).unwrap(),
+            vec![20.0, 21.0, 0.0, 1.0, 20.0, 21.0]
+        );
         assert!(matches!(embedding(&table, 2, &[3]), Err(Error::Index(_))));
         assert!(matches!(embedding(&table, 2, &[-1]), Err(Error::Index(_))));
     }
@@ -194,8 +225,14 @@ mod tests {
     #[test]
     fn matmul_and_all_reduce() {
         // [[1,2],[3,4]] @ [[5],[6]] = [[17],[39]]
-        assert_eq!(matmul(&[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0], 2, 2, 1), vec![17.0, 39.0]);
+        assert_eq!(
+            matmul(&[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0], 2, 2, 1),
+            vec![17.0, 39.0]
+        );
         assert_eq!(matmul(&[], &[], 2, 0, 3), vec![0.0; 6]);
-        assert_eq!(all_reduce_sum(&[vec![1.0, 2.0], vec![3.0, -2.0]]), vec![4.0, 0.0]);
+        assert_eq!(
+            all_reduce_sum(&[vec![1.0, 2.0], vec![3.0, -2.0]]),
+            vec![4.0, 0.0]
+        );
     }
 }

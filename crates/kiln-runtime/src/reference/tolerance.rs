@@ -21,15 +21,27 @@ pub struct Tolerance {
 
 impl Tolerance {
     pub const fn exact() -> Tolerance {
-        Tolerance { atol: 0.0, rtol: 0.0 }
+        Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+        }
     }
 
     /// The base tolerance of a dtype (see the module docs).
     pub fn for_dtype(dtype: DType) -> Tolerance {
         match dtype {
-            DType::F32 => Tolerance { atol: 1e-5, rtol: 1e-5 },
-            DType::F16 => Tolerance { atol: 1e-3, rtol: 2e-3 },
-            DType::BF16 => Tolerance { atol: 8e-3, rtol: 1.6e-2 },
+            DType::F32 => Tolerance {
+                atol: 1e-5,
+                rtol: 1e-5,
+            },
+            DType::F16 => Tolerance {
+                atol: 1e-3,
+                rtol: 2e-3,
+            },
+            DType::BF16 => Tolerance {
+                atol: 8e-3,
+                rtol: 1.6e-2,
+            },
             DType::I32 | DType::I64 => Tolerance::exact(),
         }
     }
@@ -38,7 +50,10 @@ impl Tolerance {
     /// order than the reference's f64 sum differs by ~√k f32 ulps of the partial sums.
     pub fn matmul(dtype: DType, k: usize) -> Tolerance {
         let base = Tolerance::for_dtype(dtype);
-        Tolerance { atol: base.atol + 2e-6 * k as f32, rtol: base.rtol }
+        Tolerance {
+            atol: base.atol + 2e-6 * k as f32,
+            rtol: base.rtol,
+        }
     }
 
     /// rope with positions up to `max_pos`: the angle pos·inv_freq is formed in f32 (as torch
@@ -46,7 +61,10 @@ impl Tolerance {
     /// by ~2·2^-23·pos radians.
     pub fn rope(dtype: DType, max_pos: i64) -> Tolerance {
         let base = Tolerance::for_dtype(dtype);
-        Tolerance { atol: base.atol + 4.0 * 1.2e-7 * max_pos.unsigned_abs() as f32, rtol: base.rtol }
+        Tolerance {
+            atol: base.atol + 4.0 * 1.2e-7 * max_pos.unsigned_abs() as f32,
+            rtol: base.rtol,
+        }
     }
 }
 
@@ -62,7 +80,11 @@ pub struct Mismatch {
 
 impl std::fmt::Display for Mismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} element(s) out of tolerance; worst at [{}]: got {}, want {}", self.count, self.index, self.got, self.want)
+        write!(
+            f,
+            "{} element(s) out of tolerance; worst at [{}]: got {}, want {}",
+            self.count, self.index, self.got, self.want
+        )
     }
 }
 
@@ -70,15 +92,28 @@ impl std::fmt::Display for Mismatch {
 /// (or the lengths differ, reported as index = min length).
 pub fn compare(got: &[f32], want: &[f32], tol: Tolerance) -> Result<(), Mismatch> {
     if got.len() != want.len() {
-        return Err(Mismatch { index: got.len().min(want.len()), got: f32::NAN, want: f32::NAN, count: 1 });
+        return Err(Mismatch {
+            index: got.len().min(want.len()),
+            got: f32::NAN,
+            want: f32::NAN,
+            count: 1,
+        });
     }
     let mut worst: Option<(f32, usize)> = None;
     let mut count = 0;
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let excess = if w.is_nan() || g.is_nan() {
-            if w.is_nan() && g.is_nan() { 0.0 } else { f32::INFINITY }
+            if w.is_nan() && g.is_nan() {
+                0.0
+            } else {
+                f32::INFINITY
+            }
         } else if w.is_infinite() || g.is_infinite() {
-            if g == w { 0.0 } else { f32::INFINITY }
+            if g == w {
+                0.0
+            } else {
+                f32::INFINITY
+            }
         } else {
             (g - w).abs() - (tol.atol + tol.rtol * w.abs())
         };
@@ -91,7 +126,12 @@ pub fn compare(got: &[f32], want: &[f32], tol: Tolerance) -> Result<(), Mismatch
     }
     match worst {
         None => Ok(()),
-        Some((_, i)) => Err(Mismatch { index: i, got: got[i], want: want[i], count }),
+        Some((_, i)) => Err(Mismatch {
+            index: i,
+            got: got[i],
+            want: want[i],
+            count,
+        }),
     }
 }
 
@@ -101,7 +141,10 @@ mod tests {
 
     #[test]
     fn compare_catches_what_it_should() {
-        let t = Tolerance { atol: 0.1, rtol: 0.0 };
+        let t = Tolerance {
+            atol: 0.1,
+            rtol: 0.0,
+        };
         assert!(compare(&[1.0, 2.0], &[1.05, 2.0], t).is_ok());
         let e = compare(&[1.0, 2.5, 3.0], &[1.0, 2.0, 3.3], t).unwrap_err();
         assert_eq!((e.index, e.count), (1, 2));
@@ -110,8 +153,24 @@ mod tests {
         assert!(compare(&[1.0], &[1.0, 2.0], t).is_err());
         assert!(compare(&[f32::INFINITY], &[1e30], t).is_err());
         // rtol scales with the reference.
-        assert!(compare(&[110.0], &[100.0], Tolerance { atol: 0.0, rtol: 0.11 }).is_ok());
-        assert!(compare(&[110.0], &[100.0], Tolerance { atol: 0.0, rtol: 0.09 }).is_err());
+        assert!(compare(
+            &[110.0],
+            &[100.0],
+            Tolerance {
+                atol: 0.0,
+                rtol: 0.11
+            }
+        )
+        .is_ok());
+        assert!(compare(
+            &[110.0],
+            &[100.0],
+            Tolerance {
+                atol: 0.0,
+                rtol: 0.09
+            }
+        )
+        .is_err());
     }
 
     #[test]

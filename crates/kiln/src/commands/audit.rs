@@ -63,7 +63,11 @@ pub fn run(args: Args) -> i32 {
             return 2;
         }
     };
-    let opts = Options { list_kernels: !args.no_kernels, max_member_size: args.max_member_size, ..Options::default() };
+    let opts = Options {
+        list_kernels: !args.no_kernels,
+        max_member_size: args.max_member_size,
+        ..Options::default()
+    };
     let progress = Bar::new(args.quiet || args.json);
     let report = match kiln_audit::audit(&args.input, &policy, &opts, &progress) {
         Ok(r) => r,
@@ -83,7 +87,9 @@ pub fn run(args: Args) -> i32 {
     let written = if args.quiet {
         Ok(())
     } else if args.json {
-        serde_json::to_writer_pretty(&mut out, &report).map_err(std::io::Error::other).and_then(|_| writeln!(out))
+        serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::other)
+            .and_then(|_| writeln!(out))
     } else {
         render(&mut out, &report, failed, args.full)
     };
@@ -102,20 +108,28 @@ fn build_policy(args: &Args) -> Result<Policy, String> {
         None => Policy::default(),
     };
     if let Some(list) = &args.expect_sass {
-        policy.expect_sass = Some(kiln_audit::policy::parse_arch_list(list).map_err(|e| format!("--expect-sass: {e}"))?);
+        policy.expect_sass = Some(
+            kiln_audit::policy::parse_arch_list(list).map_err(|e| format!("--expect-sass: {e}"))?,
+        );
     }
     if let Some(list) = &args.expect_ptx {
-        policy.expect_ptx = Some(kiln_audit::policy::parse_arch_list(list).map_err(|e| format!("--expect-ptx: {e}"))?);
+        policy.expect_ptx = Some(
+            kiln_audit::policy::parse_arch_list(list).map_err(|e| format!("--expect-ptx: {e}"))?,
+        );
     }
     if let Some(d) = args.min_driver {
         if kiln_pins::max_ptx_isa_for_driver(d).is_none() {
-            return Err(format!("--min-driver {d}: older than any driver in kiln's driver/PTX ISA table"));
+            return Err(format!(
+                "--min-driver {d}: older than any driver in kiln's driver/PTX ISA table"
+            ));
         }
         policy.min_driver = Some(d);
     }
     if let Some(p) = &args.platform {
         if kiln_audit::platform::glibc_ceiling(p).is_none() {
-            return Err(format!("--platform {p:?}: not a manylinux platform tag (e.g. manylinux_2_28_x86_64)"));
+            return Err(format!(
+                "--platform {p:?}: not a manylinux platform tag (e.g. manylinux_2_28_x86_64)"
+            ));
         }
         policy.platform = Some(p.clone());
     }
@@ -130,7 +144,10 @@ struct Bar {
 
 impl Bar {
     fn new(silent: bool) -> Bar {
-        Bar { bar: indicatif::ProgressBar::hidden(), silent }
+        Bar {
+            bar: indicatif::ProgressBar::hidden(),
+            silent,
+        }
     }
 }
 
@@ -139,11 +156,14 @@ impl kiln_audit::Progress for Bar {
         if self.silent || total < (64 << 20) {
             return;
         }
-        self.bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        self.bar
+            .set_draw_target(indicatif::ProgressDrawTarget::stderr());
         self.bar.set_length(total);
         self.bar.set_style(
-            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         self.bar.set_message(what.to_string());
     }
@@ -156,13 +176,27 @@ impl kiln_audit::Progress for Bar {
 }
 
 fn width() -> usize {
-    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).filter(|&w| w >= 60).unwrap_or(100)
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .filter(|&w| w >= 60)
+        .unwrap_or(100)
 }
 
 fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io::Result<()> {
     let c = &r.counts;
-    let verdict = if failed { "FAIL" } else if c.errors + c.warnings > 0 { "PASS (with findings below the threshold)" } else { "PASS" };
-    writeln!(out, "{verdict}: {} — {} error(s), {} warning(s), {} note(s)", r.input, c.errors, c.warnings, c.infos)?;
+    let verdict = if failed {
+        "FAIL"
+    } else if c.errors + c.warnings > 0 {
+        "PASS (with findings below the threshold)"
+    } else {
+        "PASS"
+    };
+    writeln!(
+        out,
+        "{verdict}: {} — {} error(s), {} warning(s), {} note(s)",
+        r.input, c.errors, c.warnings, c.infos
+    )?;
     writeln!(
         out,
         "  {:?}: {} binaries, {} with device code; {} fatbin containers, {} cubins, {} PTX, {} kernels",
@@ -174,7 +208,11 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
     if !r.findings.is_empty() {
         writeln!(out, "\nFindings")?;
         for f in &r.findings {
-            let file = if f.file.is_empty() { String::new() } else { format!("  {}", f.file) };
+            let file = if f.file.is_empty() {
+                String::new()
+            } else {
+                format!("  {}", f.file)
+            };
             writeln!(out, "  {:<7} {}{file}", f.severity.as_str(), f.rule)?;
             writeln!(out, "          {}", f.message)?;
             writeln!(out, "          fix: {}", f.fix)?;
@@ -182,16 +220,35 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
     }
     writeln!(out, "\nBinaries")?;
     // Without --full: binaries with device code or findings; the rest are counted.
-    let noteworthy = |b: &&kiln_audit::Binary| full || b.device.is_some() || r.findings.iter().any(|f| f.file == b.path);
+    let noteworthy = |b: &&kiln_audit::Binary| {
+        full || b.device.is_some() || r.findings.iter().any(|f| f.file == b.path)
+    };
     let hidden = r.binaries.iter().filter(|b| !noteworthy(b)).count();
     for b in r.binaries.iter().filter(noteworthy) {
         let mut line = format!("  {}", b.path);
         if let Some(elf) = &b.elf {
-            let unresolved = r.linkage.iter().filter(|l| l.file == b.path && l.via == "unresolved").count();
-            let glibc = elf.max_glibc.map(|(a, b)| format!(" GLIBC_{a}.{b}")).unwrap_or_default();
-            line += &format!("  NEEDED {} ({} unresolved){glibc}", elf.needed.len(), unresolved);
+            let unresolved = r
+                .linkage
+                .iter()
+                .filter(|l| l.file == b.path && l.via == "unresolved")
+                .count();
+            let glibc = elf
+                .max_glibc
+                .map(|(a, b)| format!(" GLIBC_{a}.{b}"))
+                .unwrap_or_default();
+            line += &format!(
+                "  NEEDED {} ({} unresolved){glibc}",
+                elf.needed.len(),
+                unresolved
+            );
             if !elf.runpath.is_empty() || !elf.rpath.is_empty() {
-                let mut rp = elf.runpath.iter().chain(&elf.rpath).cloned().collect::<Vec<_>>().join(":");
+                let mut rp = elf
+                    .runpath
+                    .iter()
+                    .chain(&elf.rpath)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(":");
                 if rp.chars().count() > 48 && !full {
                     rp = rp.chars().take(47).collect::<String>() + "…";
                 }
@@ -204,13 +261,21 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
             line += "  (unreadable)";
         }
         if let Some(d) = &b.device {
-            let isas: std::collections::BTreeSet<&str> = d.entries.iter().filter_map(|e| e.ptx_isa.as_deref()).collect();
+            let isas: std::collections::BTreeSet<&str> = d
+                .entries
+                .iter()
+                .filter_map(|e| e.ptx_isa.as_deref())
+                .collect();
             line += &format!(
                 " | fatbin: {} containers, {} cubins, {} PTX{}",
                 d.containers,
                 d.entries.iter().filter(|e| e.kind == "cubin").count(),
                 d.entries.iter().filter(|e| e.kind == "ptx").count(),
-                if isas.is_empty() { String::new() } else { format!(" (ISA {})", isas.into_iter().collect::<Vec<_>>().join(",")) }
+                if isas.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (ISA {})", isas.into_iter().collect::<Vec<_>>().join(","))
+                }
             );
         }
         writeln!(out, "{line}")?;
@@ -222,14 +287,21 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
                 "    build manifest: commit {commit}{} | nvcc {} | {} | matrix {} | {} targets",
                 if p.dirty { " (dirty)" } else { "" },
                 m.toolchain.nvcc,
-                if p.rustc.is_empty() { "rustc ?" } else { p.rustc.as_str() },
+                if p.rustc.is_empty() {
+                    "rustc ?"
+                } else {
+                    p.rustc.as_str()
+                },
                 m.matrix.join(" "),
                 m.targets.len()
             )?;
         }
     }
     if hidden > 0 {
-        writeln!(out, "  … {hidden} more host-only binaries without findings (--full lists them)")?;
+        writeln!(
+            out,
+            "  … {hidden} more host-only binaries without findings (--full lists them)"
+        )?;
     }
     for cov in &r.coverage {
         render_coverage(out, cov, full)?;
@@ -242,15 +314,32 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
     if cov.rows.is_empty() {
         return Ok(());
     }
-    let short: Vec<String> =
-        cov.targets.iter().map(|t| t.strip_prefix("sm_").map(String::from).unwrap_or_else(|| t.replace("compute_", "ptx"))).collect();
+    let short: Vec<String> = cov
+        .targets
+        .iter()
+        .map(|t| {
+            t.strip_prefix("sm_")
+                .map(String::from)
+                .unwrap_or_else(|| t.replace("compute_", "ptx"))
+        })
+        .collect();
     let colw = short.iter().map(|s| s.len()).max().unwrap_or(3).max(3) + 1;
     let total_w = width();
     let label_w = 36.min(total_w / 2);
     let per_line = ((total_w - label_w - 2) / colw).max(1);
     let kernels: usize = cov.rows.iter().map(|r| r.kernels.len()).sum();
-    writeln!(out, "\nCoverage: {} ({} kernels, {} distinct target sets; x = present)", cov.file, kernels, cov.rows.len())?;
-    let shown = if full { cov.rows.len() } else { cov.rows.len().min(12) };
+    writeln!(
+        out,
+        "\nCoverage: {} ({} kernels, {} distinct target sets; x = present)",
+        cov.file,
+        kernels,
+        cov.rows.len()
+    )?;
+    let shown = if full {
+        cov.rows.len()
+    } else {
+        cov.rows.len().min(12)
+    };
     for chunk_start in (0..short.len()).step_by(per_line) {
         let cols = chunk_start..(chunk_start + per_line).min(short.len());
         write!(out, "  {:<label_w$}", "kernels")?;
@@ -260,10 +349,18 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
         writeln!(out)?;
         for row in &cov.rows[..shown] {
             let first = &row.kernels[0];
-            let more = if row.kernels.len() > 1 { format!(" +{}", row.kernels.len() - 1) } else { String::new() };
+            let more = if row.kernels.len() > 1 {
+                format!(" +{}", row.kernels.len() - 1)
+            } else {
+                String::new()
+            };
             let room = label_w.saturating_sub(more.len() + 1);
             let name: String = if first.chars().count() > room {
-                first.chars().take(room.saturating_sub(1)).collect::<String>() + "…"
+                first
+                    .chars()
+                    .take(room.saturating_sub(1))
+                    .collect::<String>()
+                    + "…"
             } else {
                 first.clone()
             };
@@ -275,7 +372,11 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
         }
     }
     if shown < cov.rows.len() {
-        writeln!(out, "  … {} more target sets (--full shows all)", cov.rows.len() - shown)?;
+        writeln!(
+            out,
+            "  … {} more target sets (--full shows all)",
+            cov.rows.len() - shown
+        )?;
     }
     Ok(())
 }

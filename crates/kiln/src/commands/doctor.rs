@@ -55,9 +55,10 @@ pub fn run(args: Args) -> i32 {
     let mut opts = Options::new(mode, source);
     opts.skip = args.skip.clone();
     // Suspect libraries are loaded only in a child: this same binary, `kiln doctor --probe …`.
-    opts.probe = std::env::current_exe()
-        .ok()
-        .map(|program| ProbeCommand { program, args: vec!["doctor".into(), "--probe".into()] });
+    opts.probe = std::env::current_exe().ok().map(|program| ProbeCommand {
+        program,
+        args: vec!["doctor".into(), "--probe".into()],
+    });
     let report = match kiln_doctor::run(&opts) {
         Ok(r) => r,
         Err(e) => {
@@ -65,7 +66,11 @@ pub fn run(args: Args) -> i32 {
             return 2;
         }
     };
-    let text = if args.json { report.to_json() + "\n" } else { render(&report) };
+    let text = if args.json {
+        report.to_json() + "\n"
+    } else {
+        render(&report)
+    };
     // A closed pipe (`kiln doctor | head`) is not an error worth a panic.
     let _ = std::io::stdout().write_all(text.as_bytes());
     if report.failed() {
@@ -79,8 +84,17 @@ fn render(report: &Report) -> String {
     let width = report.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
     let mut out = String::new();
     for c in &report.checks {
-        let softened = if c.softened { " (not needed on this machine)" } else { "" };
-        out.push_str(&format!("{:<4}  {:<width$}  {}{softened}\n", c.status.label(), c.id, c.message));
+        let softened = if c.softened {
+            " (not needed on this machine)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "{:<4}  {:<width$}  {}{softened}\n",
+            c.status.label(),
+            c.id,
+            c.message
+        ));
         for f in &c.fix {
             out.push_str(&format!("      {:<width$}  fix: {f}\n", ""));
         }

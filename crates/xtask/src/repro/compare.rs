@@ -14,9 +14,19 @@ pub enum Difference {
     OnlyInFirst(String),
     OnlyInSecond(String),
     /// Same name, different bytes: the first differing offset and where it lies.
-    Content { name: String, offset: u64, sizes: (u64, u64), location: String, first: String, second: String },
+    Content {
+        name: String,
+        offset: u64,
+        sizes: (u64, u64),
+        location: String,
+        first: String,
+        second: String,
+    },
     /// Same bytes, different zip entry metadata (time stamp, mode, order).
-    Entry { name: String, what: String },
+    Entry {
+        name: String,
+        what: String,
+    },
 }
 
 pub struct Report {
@@ -51,9 +61,17 @@ impl Report {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.identical() {
-            return write!(f, "reproducible: both builds are byte-identical ({} members, sha256 {})", self.members, self.sha256.0);
+            return write!(
+                f,
+                "reproducible: both builds are byte-identical ({} members, sha256 {})",
+                self.members, self.sha256.0
+            );
         }
-        writeln!(f, "NOT reproducible: sha256 {} vs {}", self.sha256.0, self.sha256.1)?;
+        writeln!(
+            f,
+            "NOT reproducible: sha256 {} vs {}",
+            self.sha256.0, self.sha256.1
+        )?;
         for d in &self.differences {
             match d {
                 Difference::OnlyInFirst(n) => writeln!(f, "  {n}: only in the first wheel")?,
@@ -79,14 +97,23 @@ struct Member {
 
 fn read_members(path: &Path) -> Result<BTreeMap<String, Member>> {
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut zip = zip::ZipArchive::new(file).with_context(|| format!("{} is not a zip", path.display()))?;
+    let mut zip =
+        zip::ZipArchive::new(file).with_context(|| format!("{} is not a zip", path.display()))?;
     let mut out = BTreeMap::new();
     for index in 0..zip.len() {
         let mut e = zip.by_index(index)?;
         let mut data = Vec::new();
         e.read_to_end(&mut data)?;
         let modified = e.last_modified().map(|t| format!("{t:?}"));
-        out.insert(e.name().to_string(), Member { data, index, modified, mode: e.unix_mode() });
+        out.insert(
+            e.name().to_string(),
+            Member {
+                data,
+                index,
+                modified,
+                mode: e.unix_mode(),
+            },
+        );
     }
     Ok(out)
 }
@@ -114,7 +141,9 @@ fn excerpt(data: &[u8], offset: usize) -> String {
 /// The ELF section holding file offset `offset`, when `data` is an ELF file.
 fn location(data: &[u8], offset: u64) -> String {
     use object::{Object, ObjectSection};
-    let Ok(file) = object::File::parse(data) else { return "not an ELF file".into() };
+    let Ok(file) = object::File::parse(data) else {
+        return "not an ELF file".into();
+    };
     for s in file.sections() {
         if let Some((start, size)) = s.file_range() {
             if offset >= start && offset < start + size {
@@ -129,7 +158,9 @@ fn location(data: &[u8], offset: u64) -> String {
 /// section grows, so the first differing byte alone often points at the ELF header.
 fn differing_sections(a: &[u8], b: &[u8]) -> Vec<String> {
     use object::{Object, ObjectSection};
-    let (Ok(fa), Ok(fb)) = (object::File::parse(a), object::File::parse(b)) else { return Vec::new() };
+    let (Ok(fa), Ok(fb)) = (object::File::parse(a), object::File::parse(b)) else {
+        return Vec::new();
+    };
     // Sections that changed size are the likely cause; the rest often differ only because
     // addresses after them moved. List the former first, marked.
     let (mut resized, mut changed) = (Vec::new(), Vec::new());
@@ -137,7 +168,9 @@ fn differing_sections(a: &[u8], b: &[u8]) -> Vec<String> {
         let Ok(name) = sa.name() else { continue };
         match fb.section_by_name(name) {
             None => resized.push(format!("{name} (only in the first)")),
-            Some(sb) if sa.size() != sb.size() => resized.push(format!("{name} (size {} vs {})", sa.size(), sb.size())),
+            Some(sb) if sa.size() != sb.size() => {
+                resized.push(format!("{name} (size {} vs {})", sa.size(), sb.size()))
+            }
             Some(sb) if sa.data().ok() != sb.data().ok() => changed.push(name.to_string()),
             Some(_) => {}
         }
@@ -156,11 +189,19 @@ pub fn wheels(first: &Path, second: &Path) -> Result<Report> {
             continue;
         };
         if ma.data != mb.data {
-            let offset = ma.data.iter().zip(&mb.data).position(|(x, y)| x != y).unwrap_or(ma.data.len().min(mb.data.len()));
+            let offset = ma
+                .data
+                .iter()
+                .zip(&mb.data)
+                .position(|(x, y)| x != y)
+                .unwrap_or(ma.data.len().min(mb.data.len()));
             let mut location = location(&ma.data, offset as u64);
             let sections = differing_sections(&ma.data, &mb.data);
             if !sections.is_empty() {
-                location = format!("{location}; ELF sections whose bytes differ: {}", sections.join(", "));
+                location = format!(
+                    "{location}; ELF sections whose bytes differ: {}",
+                    sections.join(", ")
+                );
             }
             differences.push(Difference::Content {
                 name: name.clone(),
@@ -182,14 +223,21 @@ pub fn wheels(first: &Path, second: &Path) -> Result<Report> {
                 what.push(format!("position {} vs {}", ma.index, mb.index));
             }
             if !what.is_empty() {
-                differences.push(Difference::Entry { name: name.clone(), what: what.join(", ") });
+                differences.push(Difference::Entry {
+                    name: name.clone(),
+                    what: what.join(", "),
+                });
             }
         }
     }
     for name in b.keys().filter(|n| !a.contains_key(*n)) {
         differences.push(Difference::OnlyInSecond(name.clone()));
     }
-    Ok(Report { sha256: sha, members: a.len(), differences })
+    Ok(Report {
+        sha256: sha,
+        members: a.len(),
+        differences,
+    })
 }
 
 #[cfg(test)]
@@ -223,25 +271,46 @@ mod tests {
         let t = zip::DateTime::default();
         let m1 = br#"{"schema":1,"built_at":"2026-11-30T11:00:00Z","targets":[]}"#;
         let m2 = br#"{"schema":1,"built_at":"2026-11-30T11:07:42Z","targets":[]}"#;
-        wheel(&d.path().join("a.whl"), &[("kiln/__init__.py", b"x"), ("kiln/manifest.json", m1)], t);
-        wheel(&d.path().join("b.whl"), &[("kiln/__init__.py", b"x"), ("kiln/manifest.json", m2)], t);
+        wheel(
+            &d.path().join("a.whl"),
+            &[("kiln/__init__.py", b"x"), ("kiln/manifest.json", m1)],
+            t,
+        );
+        wheel(
+            &d.path().join("b.whl"),
+            &[("kiln/__init__.py", b"x"), ("kiln/manifest.json", m2)],
+            t,
+        );
         let r = wheels(&d.path().join("a.whl"), &d.path().join("b.whl")).unwrap();
         assert!(!r.identical());
         assert_eq!(r.differences.len(), 1, "{r}");
         let text = r.to_string();
-        assert!(text.contains("kiln/manifest.json: content differs first at byte 0x27"), "{text}");
-        assert!(text.contains("11:00:00") && text.contains("11:07:42"), "{text}");
+        assert!(
+            text.contains("kiln/manifest.json: content differs first at byte 0x27"),
+            "{text}"
+        );
+        assert!(
+            text.contains("11:00:00") && text.contains("11:07:42"),
+            "{text}"
+        );
     }
 
     #[test]
     fn zip_time_stamps_alone_are_reported_as_entry_differences() {
         let d = tempfile::tempdir().unwrap();
         let t2 = zip::DateTime::from_date_and_time(2026, 11, 30, 11, 0, 0).unwrap();
-        wheel(&d.path().join("a.whl"), &[("kiln/x.py", b"x")], zip::DateTime::default());
+        wheel(
+            &d.path().join("a.whl"),
+            &[("kiln/x.py", b"x")],
+            zip::DateTime::default(),
+        );
         wheel(&d.path().join("b.whl"), &[("kiln/x.py", b"x")], t2);
         let r = wheels(&d.path().join("a.whl"), &d.path().join("b.whl")).unwrap();
         assert!(!r.identical());
-        assert!(matches!(&r.differences[0], Difference::Entry { name, what } if name == "kiln/x.py" && what.contains("time stamp")), "{r}");
+        assert!(
+            matches!(&r.differences[0], Difference::Entry { name, what } if name == "kiln/x.py" && what.contains("time stamp")),
+            "{r}"
+        );
     }
 
     #[test]

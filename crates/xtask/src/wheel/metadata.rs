@@ -22,8 +22,15 @@ pub struct RuntimeWheel {
 /// SBOM in the dist-info (`build_root`, the checkout, is mapped to `/kiln` in the SBOM's
 /// references, as the compiler's paths are). Returns the wheel's tags (the `Tag:` lines of its
 /// WHEEL file).
-pub fn rewrite(src: &Path, dst: &Path, requires: &[String], runtime: &[RuntimeWheel], build_root: &Path) -> Result<Vec<String>> {
-    let mut archive = zip::ZipArchive::new(std::fs::File::open(src)?).context("reading the wheel as zip")?;
+pub fn rewrite(
+    src: &Path,
+    dst: &Path,
+    requires: &[String],
+    runtime: &[RuntimeWheel],
+    build_root: &Path,
+) -> Result<Vec<String>> {
+    let mut archive =
+        zip::ZipArchive::new(std::fs::File::open(src)?).context("reading the wheel as zip")?;
     let names: Vec<String> = archive.file_names().map(str::to_string).collect();
     let bytecode: Vec<&String> = names.iter().filter(|n| is_bytecode(n)).collect();
     if !bytecode.is_empty() {
@@ -43,10 +50,17 @@ pub fn rewrite(src: &Path, dst: &Path, requires: &[String], runtime: &[RuntimeWh
 
     let old_metadata = read_text(&mut archive, &metadata_name)?;
     let new_metadata = with_requires(&old_metadata, requires)?;
-    let mut new_record = rehash_record(&read_text(&mut archive, &record_name)?, &metadata_name, new_metadata.as_bytes())?;
+    let mut new_record = rehash_record(
+        &read_text(&mut archive, &record_name)?,
+        &metadata_name,
+        new_metadata.as_bytes(),
+    )?;
     let sbom_prefix = format!("{dist_info}/sboms/");
-    let sbom_names: Vec<String> =
-        names.iter().filter(|n| n.starts_with(&sbom_prefix) && n.ends_with(".cyclonedx.json")).cloned().collect();
+    let sbom_names: Vec<String> = names
+        .iter()
+        .filter(|n| n.starts_with(&sbom_prefix) && n.ends_with(".cyclonedx.json"))
+        .cloned()
+        .collect();
     if sbom_names.is_empty() {
         bail!("the wheel has no {sbom_prefix}*.cyclonedx.json (maturin writes the Rust crates' SBOM there)");
     }
@@ -67,7 +81,8 @@ pub fn rewrite(src: &Path, dst: &Path, requires: &[String], runtime: &[RuntimeWh
     for i in 0..archive.len() {
         let mut entry = archive.by_index(i)?;
         let name = entry.name().to_string();
-        let mut options = zip::write::SimpleFileOptions::default().compression_method(entry.compression());
+        let mut options =
+            zip::write::SimpleFileOptions::default().compression_method(entry.compression());
         if let Some(t) = entry.last_modified() {
             options = options.last_modified_time(t);
         }
@@ -93,9 +108,15 @@ pub fn rewrite(src: &Path, dst: &Path, requires: &[String], runtime: &[RuntimeWh
     Ok(tags)
 }
 
-fn read_text<R: Read + std::io::Seek>(archive: &mut zip::ZipArchive<R>, name: &str) -> Result<String> {
+fn read_text<R: Read + std::io::Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    name: &str,
+) -> Result<String> {
     let mut s = String::new();
-    archive.by_name(name).with_context(|| format!("the wheel has no {name}"))?.read_to_string(&mut s)?;
+    archive
+        .by_name(name)
+        .with_context(|| format!("the wheel has no {name}"))?
+        .read_to_string(&mut s)?;
     Ok(s)
 }
 
@@ -108,18 +129,34 @@ pub fn is_bytecode(name: &str) -> bool {
 /// `pkg:pypi/<name>@<version>`) and a dependency edge from the root component to each;
 /// deterministic: components and edges sorted, the `timestamp` and `serialNumber` (a random
 /// UUID) dropped, the checkout's path mapped to /kiln.
-pub fn with_runtime_components(sbom: &str, runtime: &[RuntimeWheel], build_root: &Path) -> Result<String> {
+pub fn with_runtime_components(
+    sbom: &str,
+    runtime: &[RuntimeWheel],
+    build_root: &Path,
+) -> Result<String> {
     use serde_json::{json, Value};
     let root_url = format!("file://{}", build_root.display());
-    let sbom = if build_root.as_os_str().is_empty() { sbom.to_string() } else { sbom.replace(&root_url, "file:///kiln") };
+    let sbom = if build_root.as_os_str().is_empty() {
+        sbom.to_string()
+    } else {
+        sbom.replace(&root_url, "file:///kiln")
+    };
     let mut doc: Value = serde_json::from_str(&sbom).context("the SBOM is not JSON")?;
     if doc.get("bomFormat").and_then(Value::as_str) != Some("CycloneDX") {
-        bail!("not a CycloneDX document (bomFormat {:?})", doc.get("bomFormat"));
+        bail!(
+            "not a CycloneDX document (bomFormat {:?})",
+            doc.get("bomFormat")
+        );
     }
-    let obj = doc.as_object_mut().context("the SBOM is not a JSON object")?;
+    let obj = doc
+        .as_object_mut()
+        .context("the SBOM is not a JSON object")?;
     obj.remove("serialNumber");
     let root_ref = {
-        let metadata = obj.get_mut("metadata").and_then(Value::as_object_mut).context("the SBOM has no metadata")?;
+        let metadata = obj
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .context("the SBOM has no metadata")?;
         metadata.remove("timestamp");
         metadata
             .get("component")
@@ -133,8 +170,16 @@ pub fn with_runtime_components(sbom: &str, runtime: &[RuntimeWheel], build_root:
     wheels.dedup();
     let purl = |w: &RuntimeWheel| format!("pkg:pypi/{}@{}", w.name, w.version);
 
-    let components = obj.entry("components").or_insert_with(|| json!([])).as_array_mut().context("components is not a list")?;
-    components.retain(|c| !c.get("purl").and_then(Value::as_str).is_some_and(|p| wheels.iter().any(|w| purl(w) == p)));
+    let components = obj
+        .entry("components")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .context("components is not a list")?;
+    components.retain(|c| {
+        !c.get("purl")
+            .and_then(Value::as_str)
+            .is_some_and(|p| wheels.iter().any(|w| purl(w) == p))
+    });
     for w in &wheels {
         components.push(json!({
             "type": "library",
@@ -151,13 +196,24 @@ pub fn with_runtime_components(sbom: &str, runtime: &[RuntimeWheel], build_root:
     };
     components.sort_by_key(key);
 
-    let deps = obj.entry("dependencies").or_insert_with(|| json!([])).as_array_mut().context("dependencies is not a list")?;
-    if !deps.iter().any(|d| d.get("ref").and_then(Value::as_str) == Some(&root_ref)) {
+    let deps = obj
+        .entry("dependencies")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .context("dependencies is not a list")?;
+    if !deps
+        .iter()
+        .any(|d| d.get("ref").and_then(Value::as_str) == Some(&root_ref))
+    {
         deps.push(json!({ "ref": root_ref, "dependsOn": [] }));
     }
     for d in deps.iter_mut() {
         let is_root = d.get("ref").and_then(Value::as_str) == Some(&root_ref);
-        let on = d.as_object_mut().context("a dependency is not an object")?.entry("dependsOn").or_insert_with(|| json!([]));
+        let on = d
+            .as_object_mut()
+            .context("a dependency is not an object")?
+            .entry("dependsOn")
+            .or_insert_with(|| json!([]));
         let list = on.as_array_mut().context("dependsOn is not a list")?;
         if is_root {
             for w in &wheels {
@@ -172,7 +228,11 @@ pub fn with_runtime_components(sbom: &str, runtime: &[RuntimeWheel], build_root:
     for w in &wheels {
         deps.push(json!({ "ref": purl(w), "dependsOn": [] }));
     }
-    deps.sort_by(|a, b| a.get("ref").and_then(Value::as_str).cmp(&b.get("ref").and_then(Value::as_str)));
+    deps.sort_by(|a, b| {
+        a.get("ref")
+            .and_then(Value::as_str)
+            .cmp(&b.get("ref").and_then(Value::as_str))
+    });
     deps.dedup_by(|a, b| a.get("ref") == b.get("ref"));
     let mut out = serde_json::to_string_pretty(&doc)?;
     out.push('\n');
@@ -185,9 +245,15 @@ fn with_requires(metadata: &str, requires: &[String]) -> Result<String> {
         Some(i) => (&metadata[..i + 1], &metadata[i + 1..]),
         None => (metadata, ""),
     };
-    for line in headers.lines().filter_map(|l| l.strip_prefix("Requires-Dist:")) {
+    for line in headers
+        .lines()
+        .filter_map(|l| l.strip_prefix("Requires-Dist:"))
+    {
         let existing = line.trim();
-        if requires.iter().any(|r| r.split("==").next() == existing.split(['=', '<', '>', ' ', ';']).next()) {
+        if requires
+            .iter()
+            .any(|r| r.split("==").next() == existing.split(['=', '<', '>', ' ', ';']).next())
+        {
             bail!("METADATA already has `Requires-Dist: {existing}`; the pins are the only place for it");
         }
     }
@@ -238,7 +304,9 @@ mod tests {
     #[test]
     fn a_restated_requirement_is_refused() {
         let m = "Name: kiln\nRequires-Dist: nvidia-cublas>=13\n\n";
-        let e = with_requires(m, &["nvidia-cublas==13.1.0.3".into()]).unwrap_err().to_string();
+        let e = with_requires(m, &["nvidia-cublas==13.1.0.3".into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("already has"), "{e}");
     }
 
@@ -246,9 +314,16 @@ mod tests {
     /// wheels: the result lists the crate and every runtime wheel, with edges from the root.
     #[test]
     fn sbom_lists_rust_crates_and_every_runtime_wheel() {
-        let pins = kiln_pins::Pins::discover(Path::new(env!("CARGO_MANIFEST_DIR"))).expect("workspace pins");
-        let runtime: Vec<RuntimeWheel> =
-            pins.runtime.values().map(|l| RuntimeWheel { name: l.wheel.clone(), version: l.version.clone() }).collect();
+        let pins = kiln_pins::Pins::discover(Path::new(env!("CARGO_MANIFEST_DIR")))
+            .expect("workspace pins");
+        let runtime: Vec<RuntimeWheel> = pins
+            .runtime
+            .values()
+            .map(|l| RuntimeWheel {
+                name: l.wheel.clone(),
+                version: l.version.clone(),
+            })
+            .collect();
         assert!(!runtime.is_empty());
         let maturin = r#"{"bomFormat":"CycloneDX","specVersion":"1.5","version":1,
           "serialNumber":"urn:uuid:0f3c2d2e-0000-4000-8000-000000000000",
@@ -262,8 +337,16 @@ mod tests {
         // Deterministic: the same input gives the same bytes, in any order of the runtime list.
         let mut reversed = runtime.clone();
         reversed.reverse();
-        assert_eq!(out, with_runtime_components(maturin, &reversed, Path::new("/build/here")).unwrap());
-        assert!(!out.contains("timestamp") && !out.contains("serialNumber") && !out.contains("/build/here"), "{out}");
+        assert_eq!(
+            out,
+            with_runtime_components(maturin, &reversed, Path::new("/build/here")).unwrap()
+        );
+        assert!(
+            !out.contains("timestamp")
+                && !out.contains("serialNumber")
+                && !out.contains("/build/here"),
+            "{out}"
+        );
         let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
         let comps = doc["components"].as_array().unwrap();
         let purls: Vec<&str> = comps.iter().filter_map(|c| c["purl"].as_str()).collect();
@@ -283,12 +366,29 @@ mod tests {
             .collect();
         for lib in pins.runtime.values() {
             let purl = format!("pkg:pypi/{}@{}", lib.wheel, lib.version);
-            let c = comps.iter().find(|c| c["purl"] == purl.as_str()).unwrap_or_else(|| panic!("{purl} missing: {out}"));
-            assert_eq!((c["type"].as_str(), c["name"].as_str(), c["version"].as_str()), (Some("library"), Some(lib.wheel.as_str()), Some(lib.version.as_str())));
+            let c = comps
+                .iter()
+                .find(|c| c["purl"] == purl.as_str())
+                .unwrap_or_else(|| panic!("{purl} missing: {out}"));
+            assert_eq!(
+                (
+                    c["type"].as_str(),
+                    c["name"].as_str(),
+                    c["version"].as_str()
+                ),
+                (
+                    Some("library"),
+                    Some(lib.wheel.as_str()),
+                    Some(lib.version.as_str())
+                )
+            );
             assert!(root_deps.contains(&purl.as_str()), "no edge root -> {purl}");
         }
         // Idempotent: a second pass adds nothing.
-        assert_eq!(with_runtime_components(&out, &runtime, Path::new("/build/here")).unwrap(), out);
+        assert_eq!(
+            with_runtime_components(&out, &runtime, Path::new("/build/here")).unwrap(),
+            out
+        );
     }
 
     #[test]
@@ -303,7 +403,12 @@ mod tests {
         let rec = "k/__init__.py,sha256=abc,3\nk-0.1.dist-info/METADATA,sha256=old,10\nk-0.1.dist-info/RECORD,,\n";
         let out = rehash_record(rec, "k-0.1.dist-info/METADATA", b"hello").unwrap();
         // sha256("hello"), urlsafe base64 without padding, as wheels record it.
-        assert!(out.contains("k-0.1.dist-info/METADATA,sha256=LPJNul-wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ,5\n"), "{out}");
+        assert!(
+            out.contains(
+                "k-0.1.dist-info/METADATA,sha256=LPJNul-wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ,5\n"
+            ),
+            "{out}"
+        );
         assert!(out.starts_with("k/__init__.py,sha256=abc,3\n") && out.ends_with("RECORD,,\n"));
         assert!(rehash_record(rec, "missing", b"").is_err());
     }
