@@ -40,8 +40,11 @@ pub struct KernelBuild {
     bindgen: bool,
     progress: bool,
     client: jobserver::Client,
-    env: Box<dyn Fn(&str) -> Option<OsString> + Send + Sync>,
+    env: EnvLookup,
 }
+
+/// Where the build reads its environment: the process's, or a test's table.
+type EnvLookup = Box<dyn Fn(&str) -> Option<OsString> + Send + Sync>;
 
 impl KernelBuild {
     /// For `build.rs`: pins from the workspace above CARGO_MANIFEST_DIR, sources from its

@@ -2,10 +2,11 @@
 //! arch matrix, plus the bindgen ABI and a manifest of what was really built.
 //!
 //! ```no_run
-//! // build.rs
-//! fn main() {
-//!     let out = kiln_build::KernelBuild::for_build_script().and_then(|b| b.run());
-//!     if let Err(e) = out { eprintln!("{e}"); std::process::exit(1); }
+//! // build.rs: the whole script
+//! let out = kiln_build::KernelBuild::for_build_script().and_then(|b| b.run());
+//! if let Err(e) = out {
+//!     eprintln!("{e}");
+//!     std::process::exit(1);
 //! }
 //! ```
 //!
