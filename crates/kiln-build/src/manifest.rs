@@ -25,14 +25,24 @@ pub fn new(pins: &Pins, nvcc_version: &str, flags: &[String], sources: Vec<Strin
             libclang: t.libclang_ng.clone(),
             rust_nightly: t.rust_nightly.clone(),
             maturin: t.maturin.clone(),
-            cudnn: t.cudnn.clone(),
-            nccl: t.nccl.clone(),
+            // The exact runtime releases the build and tests use (Nix gives the same ones:
+            // checks/nix/facts/nixpkgs.toml); the wheel declares their ranges.
+            cudnn: runtime_version(pins, "cudnn"),
+            nccl: runtime_version(pins, "nccl"),
         },
         flags: flags.to_vec(),
         sources,
         targets: Vec::new(),
         provenance: Provenance::default(),
     }
+}
+
+/// The exact pinned release of a runtime library, or "" when the pins have none.
+fn runtime_version(pins: &Pins, name: &str) -> String {
+    pins.runtime
+        .get(name)
+        .map(|l| l.version.clone())
+        .unwrap_or_default()
 }
 
 /// Reads the kernels out of one linked output and records them.

@@ -148,8 +148,9 @@ pub fn runtime_wheels(pins: &Pins, kiln_py_manifest: &Path) -> Result<Vec<metada
         .collect())
 }
 
-/// One `name==version` per runtime library the extension is built to reach: kiln-py's default
-/// features that name a `[workspace.metadata.kiln.runtime]` entry.
+/// One `name>=MAJOR.MINOR,<MAJOR+1` (the pin's declared range) per runtime library the extension
+/// is built to reach: kiln-py's default features that name a `[workspace.metadata.kiln.runtime]`
+/// entry.
 pub fn requires_dist(pins: &Pins, kiln_py_manifest: &Path) -> Result<Vec<String>> {
     Ok(runtime_features(pins, kiln_py_manifest)?
         .iter()

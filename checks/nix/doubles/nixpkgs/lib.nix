@@ -60,11 +60,21 @@ rec {
   fix = f: let x = f x; in x;
   genAttrs = names: f: builtins.listToAttrs (map (n: { name = n; value = f n; }) names);
   concatMap = builtins.concatMap;
+  last = list: if list == [ ] then throw "lib.last: list must not be empty!" else builtins.elemAt list (builtins.length list - 1);
+  splitString = sep: s: builtins.filter builtins.isString (builtins.split (builtins.replaceStrings [ "." "+" "*" "?" "(" ")" "[" "]" "{" "}" "|" "^" "$" ] [ "\\." "\\+" "\\*" "\\?" "\\(" "\\)" "\\[" "\\]" "\\{" "\\}" "\\|" "\\^" "\\$" ] sep) s);
+  setAttrByPath = path: value:
+    if path == [ ] then value
+    else { ${builtins.head path} = setAttrByPath (builtins.tail path) value; };
+  recursiveUpdate = lhs: rhs:
+    lhs // builtins.mapAttrs
+      (n: v: if lhs ? ${n} && builtins.isAttrs v && builtins.isAttrs lhs.${n} && !(v ? type && v.type == "derivation") then recursiveUpdate lhs.${n} v else v)
+      rhs;
   remove = e: builtins.filter (x: x != e);
   hasPrefix = pref: str: builtins.substring 0 (builtins.stringLength pref) str == pref;
   hasSuffix = suf: str:
     let l = builtins.stringLength str; s = builtins.stringLength suf; in
     l >= s && builtins.substring (l - s) s str == suf;
+  versionOlder = v1: v2: builtins.compareVersions v2 v1 == 1;
   optionalString = cond: s: if cond then s else "";
   assertMsg = pred: msg: pred || builtins.throw msg;
   warnIf = cond: msg: if cond then builtins.warn msg else x: x;

@@ -11,7 +11,8 @@ use anyhow::{bail, Context, Result};
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-/// A Python wheel the built wheel depends on at run time (one `Requires-Dist: name==version`).
+/// A Python wheel the built wheel depends on at run time, at the exact version it was built and
+/// tested with (the SBOM's component; Requires-Dist declares the pin's range).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RuntimeWheel {
     pub name: String,
@@ -245,15 +246,20 @@ fn with_requires(metadata: &str, requires: &[String]) -> Result<String> {
         Some(i) => (&metadata[..i + 1], &metadata[i + 1..]),
         None => (metadata, ""),
     };
+    // A requirement's distribution name: what precedes its version specifier or marker.
+    let name = |r: &str| -> String {
+        r.trim()
+            .split(['=', '<', '>', '!', '~', ' ', ';', '['])
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
     for line in headers
         .lines()
         .filter_map(|l| l.strip_prefix("Requires-Dist:"))
     {
         let existing = line.trim();
-        if requires
-            .iter()
-            .any(|r| r.split("==").next() == existing.split(['=', '<', '>', ' ', ';']).next())
-        {
+        if requires.iter().any(|r| name(r) == name(existing)) {
             bail!("METADATA already has `Requires-Dist: {existing}`; the pins are the only place for it");
         }
     }
@@ -304,10 +310,13 @@ mod tests {
     #[test]
     fn a_restated_requirement_is_refused() {
         let m = "Name: kiln\nRequires-Dist: nvidia-cublas>=13\n\n";
-        let e = with_requires(m, &["nvidia-cublas==13.1.0.3".into()])
+        let e = with_requires(m, &["nvidia-cublas>=13.0,<14".into()])
             .unwrap_err()
             .to_string();
         assert!(e.contains("already has"), "{e}");
+        let m = "Name: kiln\nRequires-Dist: nvidia-cublas==13.1.0.3\n\n";
+        assert!(with_requires(m, &["nvidia-cublas>=13.0,<14".into()]).is_err());
+        assert!(with_requires(m, &["nvidia-cudnn-cu13>=9.19,<10".into()]).is_ok());
     }
 
     /// A maturin-style SBOM (cargo-cyclonedx) with a Rust crate, plus the real pins' runtime
