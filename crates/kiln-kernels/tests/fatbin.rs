@@ -20,14 +20,28 @@ fn pins() -> Pins {
     Pins::load(&repo_root().join("Cargo.toml")).unwrap()
 }
 
+/// cuobjdump, located the way every build environment provides tools: `CUOBJDUMP`, else PATH
+/// (the Nix derivation puts cudaPackages.cuda_cuobjdump there; `cargo xtask` its bootstrapped
+/// copy), else `$CUDA_HOME/bin`. Never a checkout-relative path: a Nix build has no .toolchain/.
 fn cuobjdump() -> PathBuf {
-    let p = repo_root().join(".toolchain/cuda-tools/nvidia/cu13/bin/cuobjdump");
-    assert!(
-        p.is_file(),
-        "cuobjdump missing: run `cargo xtask bootstrap` ({} not found)",
-        p.display()
-    );
-    p
+    let from_env = std::env::var_os("CUOBJDUMP").map(PathBuf::from);
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("cuobjdump"))
+            .find(|c| c.is_file())
+    });
+    let in_cuda_home =
+        std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("bin/cuobjdump"));
+    from_env
+        .or(on_path)
+        .or(in_cuda_home)
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "cuobjdump not found (CUOBJDUMP, PATH, $CUDA_HOME/bin): run the tests through `cargo xtask test` \
+                 (it puts the bootstrapped cuobjdump on PATH) or in `nix develop`"
+            )
+        })
 }
 
 /// `cuobjdump ARGS FILE` stdout.

@@ -8,9 +8,10 @@
 //!   (Nix's /homeless-shelter) — and cargo offline after one `cargo fetch`;
 //! - with the CUDA tools found through the environment (CUDA_HOME, PATH), as the Nix
 //!   derivation provides them, never through `.toolchain/` paths;
-//! - the test suite of nix/checks/nextest.nix (the workspace without xtask, release profile as
-//!   crane builds it), then nix/wheel-build.sh — the very script `nix build .#wheel` runs —
-//!   and `kiln audit` of that wheel against the pins (nix/checks/audit.nix).
+//! - the test suite of nix/checks/nextest.nix (the workspace without xtask; cargo test in the dev
+//!   profile, where crane runs nextest in release), then nix/wheel-build.sh — the very script
+//!   `nix build .#wheel` runs — and `kiln audit` of that wheel against the pins
+//!   (nix/checks/audit.nix).
 //!
 //! Before each step a probe (`mkdir -p "$HOME/.cache/kiln-probe"`) must fail, and after the
 //! steps HOME must still be the untouched file: the proof that nothing wrote to HOME.
@@ -37,19 +38,22 @@ const HOME_MARK: &str =
 
 /// The sandbox's directories, under target/sandbox.
 pub struct Sandbox {
-    pub root: PathBuf,
     pub src: PathBuf,
     pub home: PathBuf,
     pub tmp: PathBuf,
+    /// CARGO_TARGET_DIR: the checkout's own target/ (the copy's crates are other cargo units
+    /// than the checkout's, so nothing collides; registry dependencies and kiln-build's kernel
+    /// cache are shared, which keeps CI's time down).
+    pub target: PathBuf,
 }
 
 impl Sandbox {
-    pub fn at(root: PathBuf) -> Sandbox {
+    pub fn at(root: &Path, target: PathBuf) -> Sandbox {
         Sandbox {
             src: root.join("src"),
             home: root.join("homeless-shelter"),
             tmp: root.join("tmp"),
-            root,
+            target,
         }
     }
 
@@ -100,7 +104,7 @@ impl Sandbox {
             .env("CARGO_HOME", cargo_home)
             .env("RUSTUP_HOME", rustup_home)
             .env("TMPDIR", &self.tmp)
-            .env("CARGO_TARGET_DIR", self.root.join("target"))
+            .env("CARGO_TARGET_DIR", &self.target)
             .env_remove("XDG_CACHE_HOME")
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("CARGO");
@@ -185,7 +189,7 @@ fn step(name: &str, cmd: &mut Command) -> Result<()> {
 pub fn run(args: Args, layout: &Layout) -> Result<()> {
     let repo = repo_root();
     let source = crate::nix_check::flake_source(&repo)?;
-    let sb = Sandbox::at(repo.join("target/sandbox"));
+    let sb = Sandbox::at(&repo.join("target/sandbox"), repo.join("target"));
     sb.prepare(&source)?;
     eprintln!(
         "sandbox: the flake's source set {} copied to {}; HOME={} (a file), no .toolchain/",
@@ -202,13 +206,14 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         sb.command(layout, &cargo).args(["fetch", "--locked"]),
     )?;
 
-    // nix/checks/nextest.nix: the workspace without xtask, crane's release profile.
+    // nix/checks/nextest.nix: the workspace without xtask. (crane builds it in the release
+    // profile; here the dev profile, which CI's other cargo commands share: the tests are the
+    // same, the optimisation level is not.)
     sb.home_is_unwritable(layout)?;
     step(
-        "cargo test --release --locked --offline --workspace --exclude xtask",
+        "cargo test --locked --offline --workspace --exclude xtask",
         sb.command(layout, &cargo).args([
             "test",
-            "--release",
             "--locked",
             "--offline",
             "--workspace",
@@ -267,7 +272,7 @@ mod tests {
         std::fs::create_dir_all(source.join("crates/a")).unwrap();
         std::fs::write(source.join("Cargo.toml"), "[workspace]\n").unwrap();
         std::fs::write(source.join("crates/a/lib.rs"), "").unwrap();
-        let sb = Sandbox::at(dir.path().join("sb"));
+        let sb = Sandbox::at(&dir.path().join("sb"), dir.path().join("target"));
         sb.prepare(&source).unwrap();
         let layout = Layout::new();
         sb.home_is_unwritable(&layout).unwrap();
