@@ -231,7 +231,9 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         step(
             "bash nix/wheel-build.sh (what `nix build .#wheel` runs)",
             sb.command(layout, "bash")
-                .arg(sb.src.join("nix/wheel-build.sh"))
+                // From the checkout, as Nix takes it (`${./wheel-build.sh}`): nix/ is not part
+                // of the source set.
+                .arg(repo.join("nix/wheel-build.sh"))
                 .env("requiresDist", serde_json::to_string(&requires)?)
                 .env("manylinux", crate::wheel::MANYLINUX)
                 .env("CARGO_NET_OFFLINE", "true"),

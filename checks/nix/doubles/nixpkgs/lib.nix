@@ -7,6 +7,17 @@ let
   fileset =
     let
       isPrefix = a: b: a == b || builtins.substring 0 (builtins.stringLength a + 1) b == a + "/";
+      # A directory is in the source only if it holds a kept file (nixpkgs never leaves empty
+      # directories behind).
+      keptDir = e: dir:
+        (e.keepDir or (_: true)) dir && (
+          let entries = builtins.readDir (/. + dir); in
+          builtins.any
+            (name:
+              let q = "${dir}/${name}"; in
+              if entries.${name} == "directory" then keptDir e q else e.keep q)
+            (builtins.attrNames entries)
+        );
       isFileset = x: builtins.isAttrs x && (x._type or null) == "fileset";
       coerce = ctx: x:
         if isFileset x then x
@@ -27,7 +38,8 @@ let
         in
         {
           _type = "fileset";
-          elements = map (e: e // { keep = p: e.keep p && !excluded p; }) (coerce "difference" positive).elements;
+          # As in nixpkgs, a subtracted directory is gone, not left behind empty.
+          elements = map (e: e // { keep = p: e.keep p && !excluded p; keepDir = p: (e.keepDir or (_: true)) p && !excluded p; }) (coerce "difference" positive).elements;
         };
       unions = list:
         if !builtins.isList list then throw "lib.fileset.unions: Argument is of type ${builtins.typeOf list}, but it should be a list instead."
@@ -48,7 +60,7 @@ let
             filter = p: type: builtins.any
               (e:
                 let ep = toString e.path; in
-                (type == "directory" && isPrefix p ep) || (isPrefix ep p && (type == "directory" || e.keep p)))
+                (type == "directory" && isPrefix p ep) || (isPrefix ep p && (if type == "directory" then keptDir e p else e.keep p)))
               fs.elements;
           };
     };
