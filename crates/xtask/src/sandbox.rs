@@ -22,6 +22,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use sha2::Digest;
 
 use crate::toolchain::{repo_root, Layout};
 
@@ -36,7 +37,7 @@ pub struct Args {
 const HOME_MARK: &str =
     "kiln sandbox: HOME is unwritable here, as /homeless-shelter is in the Nix sandbox\n";
 
-/// The sandbox's directories, under target/sandbox.
+/// The sandbox's directories: a copy of the source, HOME, TMPDIR (outside the checkout).
 pub struct Sandbox {
     pub src: PathBuf,
     pub home: PathBuf,
@@ -189,7 +190,18 @@ fn step(name: &str, cmd: &mut Command) -> Result<()> {
 pub fn run(args: Args, layout: &Layout) -> Result<()> {
     let repo = repo_root();
     let source = crate::nix_check::flake_source(&repo)?;
-    let sb = Sandbox::at(&repo.join("target/sandbox"), repo.join("target"));
+    // Outside the checkout, as /build is in the Nix sandbox: nothing above the copy may be a
+    // Cargo workspace (tools that discover their workspace by walking up would find the
+    // checkout's). Stable per checkout, so cargo's incremental state survives between runs.
+    let tag: String = sha2::Sha256::digest(repo.to_string_lossy().as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let sb = Sandbox::at(
+        &std::env::temp_dir().join(format!("kiln-sandbox-{tag}")),
+        repo.join("target"),
+    );
     sb.prepare(&source)?;
     eprintln!(
         "sandbox: the flake's source set {} copied to {}; HOME={} (a file), no .toolchain/",
