@@ -264,6 +264,24 @@ pub fn host_layout_assertions(layouts: &[kiln_kernel_params::Layout]) -> String 
     s
 }
 
+/// The lockfile is an input of the PTX: a crate without one gets it now, before hashing, so
+/// that the build itself never changes the inputs (a no-op rebuild must compile nothing).
+fn ensure_lockfile(krate: &mut RustCrate, rustc: &KernelRustc) -> Result<(), BuildError> {
+    let lock = krate.dir.join("Cargo.lock");
+    if lock.is_file() {
+        return Ok(());
+    }
+    let mut cmd = Command::new(&rustc.cargo);
+    cmd.env("RUSTC", &rustc.rustc)
+        .arg("generate-lockfile")
+        .arg("--manifest-path")
+        .arg(krate.dir.join("Cargo.toml"));
+    run_tool(&mut cmd, "cargo generate-lockfile (Rust kernels)")?;
+    krate.files.push(lock);
+    krate.files.sort();
+    Ok(())
+}
+
 /// Compiles the crate to PTX (cached by every input file, the layouts, the rustc and flags).
 #[derive(Debug, Clone)]
 pub struct RustPtxJob {
@@ -274,10 +292,11 @@ pub struct RustPtxJob {
 
 impl RustPtxJob {
     pub fn new(
-        krate: RustCrate,
+        mut krate: RustCrate,
         rustc: &KernelRustc,
         kernels_dir: &Path,
     ) -> Result<RustPtxJob, BuildError> {
+        ensure_lockfile(&mut krate, rustc)?;
         let layout = host_layout_assertions(kiln_kernel_params::ALL);
         let mut key = KeyBuilder::new("rust-ptx")
             .field("rustc", rustc.version_verbose.as_bytes())
