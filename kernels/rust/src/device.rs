@@ -125,7 +125,11 @@ pub fn block_sum(mut v: f32) -> f32 {
     }
     sync_threads();
     // SAFETY: lane < 32.
-    v = if lane < warps { unsafe { scratch_load(lane) } } else { 0.0 };
+    v = if lane < warps {
+        unsafe { scratch_load(lane) }
+    } else {
+        0.0
+    };
     let mut o = 16;
     while o > 0 {
         v += shfl_xor(v, o);

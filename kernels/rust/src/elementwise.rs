@@ -7,11 +7,18 @@ use crate::params::{SiluMulParams, VecaddParams};
 
 /// Packs per thread per chunk in vecadd (`UNROLL` in vecadd.cu; `VECADD_UNROLL` on the host).
 const UNROLL: usize = 4;
+const _: () = assert!(UNROLL == 4, "the loops below are unrolled with unroll4!");
 
 /// Grid-stride over 16-byte packs when every pointer is 16-byte aligned, then the scalar
 /// tail; a scalar loop otherwise (`kiln::map2`).
 #[inline(always)]
-unsafe fn map2<T: Elem>(n: u64, a: *const T, b: *const T, out: *mut T, f: impl Fn(f32, f32) -> f32) {
+unsafe fn map2<T: Elem>(
+    n: u64,
+    a: *const T,
+    b: *const T,
+    out: *mut T,
+    f: impl Fn(f32, f32) -> f32,
+) {
     let stride = device::grid_threads();
     let mut start = 0;
     if device::aligned16(a) && device::aligned16(b) && device::aligned16(out) {
@@ -19,11 +26,7 @@ unsafe fn map2<T: Elem>(n: u64, a: *const T, b: *const T, out: *mut T, f: impl F
         let mut i = device::global_thread();
         while i < packs {
             let (pa, pb) = (device::load_pack(a, i), device::load_pack(b, i));
-            let mut po: Pack = [0; 4];
-            for k in 0..T::N {
-                T::set(&mut po, k, f(T::get(&pa, k), T::get(&pb, k)));
-            }
-            device::store_pack(out, i, po);
+            device::store_pack(out, i, T::map_pack(&pa, &pb, &f));
             i += stride;
         }
         start = packs * T::N as u64;
@@ -52,23 +55,19 @@ unsafe fn vecadd<T: Elem>(p: VecaddParams, a: *const T, b: *const T, out: *mut T
     while base < packs {
         let mut pa: [Pack; UNROLL] = [[0; 4]; UNROLL];
         let mut pb: [Pack; UNROLL] = [[0; 4]; UNROLL];
-        for k in 0..UNROLL {
-            let i = base + k as u64 * bdim + tid;
+        unroll4!(K => {
+            let i = base + K as u64 * bdim + tid;
             if i < packs {
-                pa[k] = device::load_pack(a, i);
-                pb[k] = device::load_pack(b, i);
+                pa[K] = device::load_pack(a, i);
+                pb[K] = device::load_pack(b, i);
             }
-        }
-        for k in 0..UNROLL {
-            let i = base + k as u64 * bdim + tid;
+        });
+        unroll4!(K => {
+            let i = base + K as u64 * bdim + tid;
             if i < packs {
-                let mut po: Pack = [0; 4];
-                for e in 0..T::N {
-                    T::set(&mut po, e, T::get(&pa[k], e) + T::get(&pb[k], e));
-                }
-                device::store_pack(out, i, po);
+                device::store_pack(out, i, T::map_pack(&pa[K], &pb[K], |x, y| x + y));
             }
-        }
+        });
         base += device::grid_dim() * chunk;
     }
     // The n % N elements past the last pack.
@@ -91,24 +90,51 @@ macro_rules! instantiate3 {
         /// # Safety
         /// Launched by kiln-runtime with pointers to `p.n` elements (see its `rs` ops).
         #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $f32(p: $params, a: *const f32, b: *const f32, out: *mut f32) {
+        pub unsafe extern "ptx-kernel" fn $f32(
+            p: $params,
+            a: *const f32,
+            b: *const f32,
+            out: *mut f32,
+        ) {
             $kernel(p, a, b, out)
         }
         /// # Safety
         /// As above, f16 elements.
         #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $f16(p: $params, a: *const F16, b: *const F16, out: *mut F16) {
+        pub unsafe extern "ptx-kernel" fn $f16(
+            p: $params,
+            a: *const F16,
+            b: *const F16,
+            out: *mut F16,
+        ) {
             $kernel(p, a, b, out)
         }
         /// # Safety
         /// As above, bf16 elements.
         #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $bf16(p: $params, a: *const Bf16, b: *const Bf16, out: *mut Bf16) {
+        pub unsafe extern "ptx-kernel" fn $bf16(
+            p: $params,
+            a: *const Bf16,
+            b: *const Bf16,
+            out: *mut Bf16,
+        ) {
             $kernel(p, a, b, out)
         }
     };
 }
 pub(crate) use instantiate3;
 
-instantiate3!(vecadd, VecaddParams, rs_vecadd_f32, rs_vecadd_f16, rs_vecadd_bf16);
-instantiate3!(silu_mul, SiluMulParams, rs_silu_mul_f32, rs_silu_mul_f16, rs_silu_mul_bf16);
+instantiate3!(
+    vecadd,
+    VecaddParams,
+    rs_vecadd_f32,
+    rs_vecadd_f16,
+    rs_vecadd_bf16
+);
+instantiate3!(
+    silu_mul,
+    SiluMulParams,
+    rs_silu_mul_f32,
+    rs_silu_mul_f16,
+    rs_silu_mul_bf16
+);

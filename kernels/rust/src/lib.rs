@@ -15,6 +15,30 @@ pub use kiln_kernel_params as params;
 // host's `kiln_kernel_params::ALL`): a struct that differs fails this build naming the field.
 include!(env!("KILN_HOST_LAYOUT"));
 
+/// `$body` four times with `$k` = 0, 1, 2, 3 as constants, like `#pragma unroll`: a loop that
+/// LLVM leaves rolled indexes its register arrays dynamically and moves them to local memory
+/// (measured on the f16/bf16 kernels).
+macro_rules! unroll4 {
+    ($k:ident => $body:block) => {{
+        {
+            const $k: usize = 0;
+            $body
+        }
+        {
+            const $k: usize = 1;
+            $body
+        }
+        {
+            const $k: usize = 2;
+            $body
+        }
+        {
+            const $k: usize = 3;
+            $body
+        }
+    }};
+}
+
 mod device;
 mod elem;
 mod elementwise;

@@ -9,13 +9,15 @@ use crate::params::RmsnormParams;
 
 /// Packs per thread kept in registers on the single-read path (`CACHE` in rmsnorm.cu).
 const CACHE: usize = 4;
+const _: () = assert!(CACHE == 4, "the loops below are unrolled with unroll4!");
 
 #[inline(always)]
 unsafe fn rmsnorm<T: Elem>(p: RmsnormParams, x: *const T, w: *const T, out: *mut T) {
     let n = T::N as u64;
     let cols = p.cols;
     let (tid, bdim) = (device::thread_x(), device::block_dim());
-    let vec = device::aligned16(x) && device::aligned16(w) && device::aligned16(out) && cols % n == 0;
+    let vec =
+        device::aligned16(x) && device::aligned16(w) && device::aligned16(out) && cols % n == 0;
     let mut row = device::block_x();
     while row < p.rows {
         let xr = x.add((row * cols) as usize);
@@ -24,37 +26,26 @@ unsafe fn rmsnorm<T: Elem>(p: RmsnormParams, x: *const T, w: *const T, out: *mut
         let packs = cols / n;
         if vec && packs <= CACHE as u64 * bdim {
             let mut cache: [Pack; CACHE] = [[0; 4]; CACHE];
-            for (k, c) in cache.iter_mut().enumerate() {
-                let i = tid + k as u64 * bdim;
+            unroll4!(K => {
+                let i = tid + K as u64 * bdim;
                 if i < packs {
-                    *c = device::load_pack(xr, i);
-                    for e in 0..T::N {
-                        let f = T::get(c, e);
-                        ss += f * f;
-                    }
+                    cache[K] = device::load_pack(xr, i);
+                    ss = T::fold_pack(ss, &cache[K], |s, f| s + f * f);
                 }
-            }
+            });
             let scale = device::rsqrt(device::block_sum(ss) / cols as f32 + p.eps);
-            for (k, c) in cache.iter().enumerate() {
-                let i = tid + k as u64 * bdim;
+            unroll4!(K => {
+                let i = tid + K as u64 * bdim;
                 if i < packs {
                     let g = device::load_pack(w, i);
-                    let mut o: Pack = [0; 4];
-                    for e in 0..T::N {
-                        T::set(&mut o, e, T::get(c, e) * scale * T::get(&g, e));
-                    }
-                    device::store_pack(outr, i, o);
+                    device::store_pack(outr, i, T::map_pack(&cache[K], &g, |x, g| x * scale * g));
                 }
-            }
+            });
         } else {
             if vec {
                 let mut i = tid;
                 while i < packs {
-                    let v = device::load_pack(xr, i);
-                    for e in 0..T::N {
-                        let f = T::get(&v, e);
-                        ss += f * f;
-                    }
+                    ss = T::fold_pack(ss, &device::load_pack(xr, i), |s, f| s + f * f);
                     i += bdim;
                 }
             } else {
@@ -70,18 +61,15 @@ unsafe fn rmsnorm<T: Elem>(p: RmsnormParams, x: *const T, w: *const T, out: *mut
                 let mut i = tid;
                 while i < packs {
                     let (v, g) = (device::load_pack(xr, i), device::load_pack(w, i));
-                    let mut o: Pack = [0; 4];
-                    for e in 0..T::N {
-                        T::set(&mut o, e, T::get(&v, e) * scale * T::get(&g, e));
-                    }
-                    device::store_pack(outr, i, o);
+                    device::store_pack(outr, i, T::map_pack(&v, &g, |x, g| x * scale * g));
                     i += bdim;
                 }
             } else {
                 let mut i = tid;
                 while i < cols {
                     let j = i as usize;
-                    *outr.add(j) = T::from_f32((*xr.add(j)).to_f32() * scale * (*w.add(j)).to_f32());
+                    *outr.add(j) =
+                        T::from_f32((*xr.add(j)).to_f32() * scale * (*w.add(j)).to_f32());
                     i += bdim;
                 }
             }
@@ -90,4 +78,10 @@ unsafe fn rmsnorm<T: Elem>(p: RmsnormParams, x: *const T, w: *const T, out: *mut
     }
 }
 
-instantiate3!(rmsnorm, RmsnormParams, rs_rmsnorm_f32, rs_rmsnorm_f16, rs_rmsnorm_bf16);
+instantiate3!(
+    rmsnorm,
+    RmsnormParams,
+    rs_rmsnorm_f32,
+    rs_rmsnorm_f16,
+    rs_rmsnorm_bf16
+);
