@@ -37,6 +37,7 @@ let
     CUDA_HOME = cuda.home;
     CUDA_PATH = cuda.home;
     LIBCLANG_PATH = toolchain.libclangPath;
+    KILN_KERNEL_RUSTC = toolchain.kernelRustc;
     BINDGEN_EXTRA_CLANG_ARGS = "-resource-dir=${toolchain.clangResourceDir}";
     preBuild = ''
       export BINDGEN_EXTRA_CLANG_ARGS="$BINDGEN_EXTRA_CLANG_ARGS $(< ${toolchain.libcCflagsFile})"

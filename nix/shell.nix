@@ -18,6 +18,7 @@ pkgs.mkShell {
   buildInputs = [ cuda.cudnn cuda.nccl ];
 
   LIBCLANG_PATH = toolchain.libclangPath;
+  KILN_KERNEL_RUSTC = toolchain.kernelRustc;
   BINDGEN_EXTRA_CLANG_ARGS = "-resource-dir=${toolchain.clangResourceDir}";
   CUDA_HOME = cuda.home;
   CUDA_PATH = cuda.home;

@@ -112,6 +112,11 @@ def main():
             ("silu_mul", [n], 3 * n * es, lambda: kiln.silu_mul(a, b), lambda: F.silu(a) * b),
             ("rmsnorm", [rows, cols], (2 * rows * cols + cols) * es, lambda: kiln.rmsnorm(x2, w, 1e-6),
              lambda: F.rms_norm(x2, (cols,), w, 1e-6)),
+            # The kernels written in Rust (kernels/rust), against the same torch baselines.
+            ("rs.vecadd", [n], 3 * n * es, lambda: kiln.rs.vecadd(a, b), lambda: a + b),
+            ("rs.silu_mul", [n], 3 * n * es, lambda: kiln.rs.silu_mul(a, b), lambda: F.silu(a) * b),
+            ("rs.rmsnorm", [rows, cols], (2 * rows * cols + cols) * es, lambda: kiln.rs.rmsnorm(x2, w, 1e-6),
+             lambda: F.rms_norm(x2, (cols,), w, 1e-6)),
             ("softmax", [rows, cols], 2 * rows * cols * es, lambda: kiln.softmax(x2), lambda: torch.softmax(x2, -1)),
             ("rope", [tokens, heads, hd], 2 * n * es, lambda: kiln.rope(x3, offset=0), torch_rope),
             ("embedding", [n_ids, dim], 2 * n_ids * dim * es + n_ids * 8, lambda: kiln.embedding(table, ids),

@@ -292,6 +292,35 @@ def check_rows(ctx, res, shapes):
                 run_case(res, op, dtype, shape, softmax)
 
 
+def check_rust_kernels(ctx, res, elem_shapes, row_shapes):
+    """kiln.rs.* (the kernels written in Rust, kernels/rust) vs the float64 reference with the
+    C++ ops' tolerances; the second operand of each comparison is the C++ twin's output (so
+    `agrees_with_torch` reads "agrees with the C++ twin" for these rows)."""
+    torch, kiln = ctx.torch, ctx.kiln
+    for dtype in DTYPES:
+        for shape in elem_shapes:
+            def vecadd(shape=shape, dtype=dtype):
+                a, b = ctx.randn(shape, dtype), ctx.randn(shape, dtype)
+                out = from_kiln(torch, kiln.rs.vecadd(a, b))
+                twin = from_kiln(torch, kiln.vecadd(a, b))
+                return f64(out), f64(twin), ref_vecadd(f64(a), f64(b)), *TOL["vecadd"][dtype]
+            run_case(res, "rs.vecadd", dtype, shape, vecadd)
+
+            def silu_mul(shape=shape, dtype=dtype):
+                g, u = ctx.randn(shape, dtype, 3.0), ctx.randn(shape, dtype)
+                out = from_kiln(torch, kiln.rs.silu_mul(g, u))
+                twin = from_kiln(torch, kiln.silu_mul(g, u))
+                return f64(out), f64(twin), ref_silu_mul(f64(g), f64(u)), *TOL["silu_mul"][dtype]
+            run_case(res, "rs.silu_mul", dtype, shape, silu_mul)
+        for shape in row_shapes:
+            def rmsnorm(shape=shape, dtype=dtype):
+                x, w = ctx.randn(shape, dtype), ctx.randn(shape[-1:], dtype)
+                out = from_kiln(torch, kiln.rs.rmsnorm(x, w, 1e-6))
+                twin = from_kiln(torch, kiln.rmsnorm(x, w, 1e-6))
+                return f64(out), f64(twin), ref_rmsnorm(f64(x), f64(w), 1e-6), *TOL["rmsnorm"][dtype]
+            run_case(res, "rs.rmsnorm", dtype, shape, rmsnorm)
+
+
 def torch_rope(torch, x, pos, theta):
     """HF transformers' Llama rotary embedding (cos/sin in float32, applied in x's dtype)."""
     d = x.shape[-1]
@@ -572,6 +601,7 @@ def _run(torch, kiln, quick):
         ("contract", lambda: check_contract(ctx, res)),
         ("elementwise", lambda: check_elementwise(ctx, res, pick(ELEMENTWISE_SHAPES))),
         ("rows", lambda: check_rows(ctx, res, pick(ROW_SHAPES))),
+        ("rust", lambda: check_rust_kernels(ctx, res, pick(ELEMENTWISE_SHAPES), pick(ROW_SHAPES))),
         ("rope", lambda: check_rope(ctx, res, pick(ROPE_SHAPES))),
         ("embedding", lambda: check_embedding(ctx, res, pick(EMBEDDING_SHAPES))),
         ("matmul", lambda: check_matmul(ctx, res, pick(MATMUL_SHAPES))),

@@ -14,6 +14,8 @@
 //! each source's project headers -> [`jobs`] one nvcc job per (source, target), keyed by
 //! [`cache`] -> [`pool`] runs them under cargo's jobserver -> [`fatbin`] combines them ->
 //! [`manifest`] lists the kernels each output really holds -> [`abi`] runs bindgen.
+//! A `kernels/rust` crate is the second source kind ([`rust`]): one PTX from the kernel rustc,
+//! `ptxas` per SASS target, linked by the same `nvlink` into the same per-target modules.
 
 pub mod abi;
 pub mod cache;
@@ -25,6 +27,7 @@ pub mod manifest;
 pub mod pool;
 pub mod provenance;
 pub mod report;
+pub mod rust;
 pub mod toolkit;
 
 mod build;

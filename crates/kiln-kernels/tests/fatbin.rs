@@ -170,6 +170,80 @@ fn every_kernel_is_present_for_every_target() {
     }
 }
 
+/// cuobjdump, independently of kiln's own readers: every Rust kernel (kernels/rust) is an entry
+/// of every SASS target's cubin (`--dump-elf-symbols`, per `arch =` block) and of every PTX
+/// target's PTX (`--dump-ptx`), and the manifest records them as "rust" with the rustc.
+#[test]
+fn every_rust_kernel_is_in_every_target_per_cuobjdump() {
+    let manifest = kiln_kernels::manifest();
+    let rust: Vec<&str> = manifest.kernels_in("rust");
+    let mut want = Vec::new();
+    for op in ["vecadd", "silu_mul", "rmsnorm"] {
+        for dtype in ["f32", "f16", "bf16"] {
+            want.push(format!("rs_{op}_{dtype}"));
+        }
+    }
+    let mut sorted = want.clone();
+    sorted.sort();
+    assert_eq!(rust, sorted, "the manifest's Rust kernels");
+    assert!(manifest.kernel_rustc_version.contains("release: "));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("kernels.fatbin");
+    std::fs::write(&file, kiln_kernels::fatbin()).unwrap();
+    // One block per image: "Fatbin elf code:" / "Fatbin ptx code:", then "arch = sm_NN".
+    let per_arch = |listing: &str, header: &str| -> Vec<(String, String)> {
+        listing
+            .split(header)
+            .skip(1)
+            .map(|block| {
+                let arch = block
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("arch = "))
+                    .unwrap_or("?")
+                    .to_string();
+                (arch, block.to_string())
+            })
+            .collect()
+    };
+    let elf = per_arch(
+        &cuobjdump_on(&["--dump-elf-symbols"], &file),
+        "Fatbin elf code:",
+    );
+    let ptx = per_arch(&cuobjdump_on(&["--dump-ptx"], &file), "Fatbin ptx code:");
+    let pins = pins();
+    let targets = pins.matrix.targets();
+    let sass = targets
+        .iter()
+        .filter(|t| t.kind == TargetKind::Sass)
+        .count();
+    let ptx_targets = targets.iter().filter(|t| t.kind == TargetKind::Ptx).count();
+    assert_eq!(
+        (elf.len(), ptx.len()),
+        (sass, ptx_targets),
+        "one image per target"
+    );
+    for (arch, block) in &elf {
+        for k in &want {
+            assert!(
+                block
+                    .lines()
+                    .any(|l| l.contains("STO_ENTRY")
+                        && l.split_whitespace().last() == Some(k.as_str())),
+                "cuobjdump: {k} is not an entry of the {arch} cubin"
+            );
+        }
+    }
+    for (arch, block) in &ptx {
+        for k in &want {
+            assert!(
+                block.contains(&format!(".entry {k}(")),
+                "cuobjdump: {k} is not in the {arch} PTX"
+            );
+        }
+    }
+}
+
 #[test]
 fn abi_params_struct_matches_the_header() {
     // bindgen's own layout tests run in this crate too; this pins the size the kernels rely on.

@@ -19,6 +19,9 @@ pub struct Toolchain {
     pub libclang_ng: String,
     /// rust-overlay nightly date, "YYYY-MM-DD".
     pub rust_nightly: String,
+    /// Exact `rustc -vV` release of the kernel rustc without Nix (kernels/rust, built for
+    /// nvptx64-nvidia-cuda with `-Zbuild-std=core`; Debian's rustc-web + rust-web-src).
+    pub kernel_rustc: String,
     pub maturin: String,
 }
 
@@ -226,6 +229,7 @@ impl Pins {
             ("cuda-tools", &raw.toolchain.cuda_tools),
             ("libclang-ng", &raw.toolchain.libclang_ng),
             ("maturin", &raw.toolchain.maturin),
+            ("kernel-rustc", &raw.toolchain.kernel_rustc),
         ] {
             validate_version(field, value)?;
         }

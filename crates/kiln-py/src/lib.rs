@@ -10,6 +10,7 @@ mod device;
 mod dlpack;
 mod errors;
 mod ops;
+mod rs_ops;
 
 use pyo3::prelude::*;
 
@@ -34,6 +35,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::cudnn_softmax, m)?)?;
     #[cfg(feature = "nccl")]
     m.add_function(wrap_pyfunction!(ops::all_reduce_sum, m)?)?;
+    rs_ops::add_submodule(m)?;
     m.add_function(wrap_pyfunction!(ops::device_count, m)?)?;
     m.add_function(wrap_pyfunction!(ops::synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(ops::device_info, m)?)?;

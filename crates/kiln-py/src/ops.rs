@@ -13,7 +13,7 @@ use crate::errors::{raise, IntoPy};
 
 /// The operands of one call, all on one GPU. Holds the producers' capsules and the staged
 /// copies of host arrays until the call returns.
-struct Operands<'py> {
+pub(crate) struct Operands<'py> {
     gpu: kiln_runtime::Gpu,
     views: Vec<kiln_runtime::View>,
     _imported: Vec<Imported<'py>>,
@@ -22,7 +22,7 @@ struct Operands<'py> {
 
 impl<'py> Operands<'py> {
     /// `device`: where host-only operands go (default: device 0).
-    fn gather(
+    pub(crate) fn gather(
         py: Python<'py>,
         args: &[(&str, &Bound<'py, PyAny>)],
         device: Option<usize>,
@@ -84,7 +84,7 @@ impl<'py> Operands<'py> {
 }
 
 /// Runs `f(gpu, views)` without the GIL and wraps the tensor it returns.
-fn launch<F>(py: Python<'_>, ops: Operands<'_>, f: F) -> PyResult<Array>
+pub(crate) fn launch<F>(py: Python<'_>, ops: Operands<'_>, f: F) -> PyResult<Array>
 where
     F: FnOnce(
             &kiln_runtime::Gpu,

@@ -39,6 +39,10 @@
 //! - Everything runs on the context's legacy default (NULL) stream, so it is ordered with the
 //!   default streams of torch, cupy and jax; [`Gpu::synchronize`] waits for it.
 //!
+//! - [`Gpu::rs`] gives the kernels written in Rust (`kernels/rust`): [`RustKernels::vecadd`],
+//!   [`RustKernels::silu_mul`], [`RustKernels::rmsnorm`] — the same contract and results as
+//!   their C++ twins above, from the same fatbin.
+//!
 //! CPU reference implementations of every op live in [`mod@reference`] (f32 math; f16/bf16 through
 //! the `half` crate); the GPU tests compare against them.
 
@@ -53,6 +57,7 @@ pub mod nccl;
 pub mod note;
 mod ops;
 pub mod reference;
+mod rust_ops;
 mod tensor;
 pub mod timing;
 pub mod validate;
@@ -63,4 +68,5 @@ pub use error::{Error, Result};
 pub use gpu::Gpu;
 pub use nccl::Communicator;
 pub use ops::Positions;
+pub use rust_ops::RustKernels;
 pub use tensor::{Tensor, View};

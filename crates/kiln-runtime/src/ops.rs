@@ -38,7 +38,7 @@ macro_rules! kernel_name {
     };
 }
 
-const BLOCK: u32 = 256;
+pub(crate) const BLOCK: u32 = 256;
 
 /// Packs per thread the row kernels keep in registers (`CACHE` in rmsnorm.cu).
 const ROW_CACHE_PACKS: usize = 4;
@@ -46,20 +46,20 @@ const ROW_CACHE_PACKS: usize = 4;
 /// Threads per block for a row of `cols` elements: enough that each thread holds up to
 /// ROW_CACHE_PACKS 16-byte packs (several independent loads in flight per thread, and small
 /// blocks so several rows run per SM), whole warps, 32 to 1024.
-fn row_block(cols: usize, dtype: DType) -> u32 {
+pub(crate) fn row_block(cols: usize, dtype: DType) -> u32 {
     let packs = cols.div_ceil(16 / dtype.size());
     (packs.div_ceil(ROW_CACHE_PACKS).div_ceil(32) * 32).clamp(32, 1024) as u32
 }
 
 /// 16-byte packs per thread per chunk in vecadd (`UNROLL` in vecadd.cu).
-const VECADD_UNROLL: u64 = 4;
+pub(crate) const VECADD_UNROLL: u64 = 4;
 
 /// Elements per thread softmax keeps in registers (`EPT` in softmax.cu).
 const SOFTMAX_EPT: usize = 32;
 /// Smallest softmax block: short rows (one warp each) are packed several to a block.
 const SOFTMAX_MIN_BLOCK: u32 = 128;
 /// Largest gridDim.x; grid-stride loops cover anything beyond.
-const MAX_GRID_X: u64 = (1 << 31) - 1;
+pub(crate) const MAX_GRID_X: u64 = (1 << 31) - 1;
 
 /// Threads per softmax row (`group_threads` in softmax.cu, same rule): the smallest power of
 /// two ≥ 32 with SOFTMAX_EPT elements per thread covering the row, at most 1024.
@@ -72,7 +72,7 @@ fn softmax_group(cols: usize) -> u32 {
 }
 
 /// Work items of an element-wise kernel: 16-byte packs (the grid-stride loop covers the rest).
-fn packs(n: usize, dtype: DType) -> u64 {
+pub(crate) fn packs(n: usize, dtype: DType) -> u64 {
     n.div_ceil(16 / dtype.size()) as u64
 }
 
