@@ -30,7 +30,12 @@ struct Args {
     /// Calls per batch.
     #[arg(long, default_value_t = 10)]
     per_batch: usize,
+    /// Only the host cost of each step of a decode-sized call (JSON), no bandwidth table.
+    #[arg(long)]
+    percall: bool,
 }
+
+mod percall;
 
 #[derive(Serialize)]
 struct Row {
@@ -283,6 +288,30 @@ fn run(args: &Args) -> Result<Report, Error> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.percall {
+        let steps = Gpu::new(args.device).and_then(|g| percall::run(&g));
+        return match steps {
+            Ok(steps) => {
+                for s in &steps {
+                    eprintln!("{:>9.0} ns  {}", s.ns_per_call, s.what);
+                }
+                let json = serde_json::to_string_pretty(&steps).expect("serialisable");
+                match &args.out {
+                    Some(p) => {
+                        std::fs::write(p, json).map_or(ExitCode::from(2), |_| ExitCode::SUCCESS)
+                    }
+                    None => {
+                        println!("{json}");
+                        ExitCode::SUCCESS
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("kiln-gpu-bench: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let report = match run(&args) {
         Ok(r) => r,
         Err(e) => {

@@ -24,7 +24,14 @@ use crate::wheel;
 const MAX_BYTES: u64 = 60 * 1024 * 1024;
 
 /// The scripts of checks/gpu-bundle/ that make up the bundle's runner.
-const SCRIPTS: &[&str] = &["run.sh", "run_all.py", "test_kiln_gpu.py", "bench_torch.py"];
+const SCRIPTS: &[&str] = &[
+    "run.sh",
+    "run_all.py",
+    "test_kiln_gpu.py",
+    "check_streams.py",
+    "bench_torch.py",
+    "bench_decode.py",
+];
 
 /// kiln-runtime's GPU test executables, its benchmark, and its runner for both
 /// (crates/kiln-runtime/BUNDLE.md), which run.sh calls as one step.
