@@ -162,6 +162,12 @@ impl Array {
     /// lacks, comes back as float32 (exactly: every bfloat16 is a float32).
     fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let t = self.tensor.clone();
+        crate::streams::refuse_if_capturing(
+            py,
+            &device::gpu(py, t.device())?,
+            "kiln.Array.numpy()",
+            "it waits for the GPU; read results after the graph has run",
+        )?;
         let mut bytes = crate::device::detach(py, || t.to_host()).py_err(py)?;
         let mut dtype = self.dtype();
         if t.dtype() == kiln_runtime::DType::BF16 {

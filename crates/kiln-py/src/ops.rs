@@ -27,8 +27,10 @@ enum Source<'py> {
     Kiln(Arc<Tensor>),
     /// A torch tensor, read through `torch._C._to_dlpack` (ordered by kiln, see `gather`).
     Torch(Imported<'py>),
-    /// Any other DLPack producer, imported once the stream is known.
+    /// Any other DLPack producer's CUDA array, imported once the stream is known.
     Other(Bound<'py, PyAny>),
+    /// A host array (any producer), already read: it is copied on the chosen stream.
+    Host(Imported<'py>),
 }
 
 /// The operands of one call, all on one GPU, and the handle that runs it (on its stream).
@@ -92,16 +94,24 @@ impl<'py> Call<'py> {
                 };
                 (Source::Torch(imp), d)
             } else {
-                let d = dlpack::cuda_device_of(obj, name)?;
-                if obj
-                    .get_type()
-                    .module()
-                    .map(|m| m.to_string().starts_with("cupy"))
-                    .unwrap_or(false)
-                {
-                    any_cupy = true;
+                match dlpack::cuda_device_of(obj, name)? {
+                    Some(d) => {
+                        if obj
+                            .get_type()
+                            .module()
+                            .map(|m| m.to_string().starts_with("cupy"))
+                            .unwrap_or(false)
+                        {
+                            any_cupy = true;
+                        }
+                        (Source::Other((*obj).clone()), Some(d))
+                    }
+                    // Host memory: read now (dtype, layout errors before any GPU work).
+                    None => (
+                        Source::Host(dlpack::import(obj, name, dlpack::STREAM_LEGACY_DEFAULT)?),
+                        None,
+                    ),
                 }
-                (Source::Other((*obj).clone()), d)
             };
             if let Some(id) = place {
                 let id = id as usize;
@@ -157,6 +167,7 @@ impl<'py> Call<'py> {
                     imp
                 }
                 Source::Other(obj) => dlpack::import(&obj, name, chosen.dlpack_value())?,
+                Source::Host(imp) => imp,
             };
             let dtype = dtype_of(imp.elem);
             match imp.place {
@@ -171,6 +182,14 @@ impl<'py> Call<'py> {
                     ))
                 }
                 Place::Host => {
+                    if staged.is_empty() {
+                        streams::refuse_if_capturing(
+                            py,
+                            &gpu,
+                            "copying a host array to the GPU",
+                            "a copy from pageable host memory cannot be captured; copy it before capturing",
+                        )?;
+                    }
                     let t = Tensor::from_host(&gpu, imp.host_bytes(), dtype, imp.shape.clone())
                         .py_err(py)?;
                     views.push(t.view());
@@ -538,6 +557,12 @@ pub fn all_reduce_sum<'py>(
             }
         }
     }
+    streams::refuse_if_capturing(
+        py,
+        &device::gpu(py, ordinals[0])?,
+        "all_reduce_sum",
+        "NCCL runs on the legacy default streams here, which cannot join a capture",
+    )?;
     let comm = device::communicator(py, &ordinals)?;
     let views: Vec<kiln_runtime::View> = imported
         .iter()

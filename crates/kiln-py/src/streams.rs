@@ -188,3 +188,33 @@ pub fn cupy_current_stream(py: Python<'_>) -> PyResult<Option<Stream>> {
         .call0()?;
     parse(&s)
 }
+
+/// CaptureError when the stream the caller is working on — this thread's `kiln.stream(...)`
+/// block, else torch's current stream of `device` — is capturing a CUDA graph. For calls that
+/// wait for the GPU or copy from pageable host memory: in torch's (global) capture mode such a
+/// call invalidates the capture even when it uses another stream, so it is refused first.
+pub fn refuse_if_capturing(
+    py: Python<'_>,
+    gpu: &kiln_runtime::Gpu,
+    op: &str,
+    why: &str,
+) -> PyResult<()> {
+    use crate::errors::IntoPy;
+    let mut candidates = Vec::with_capacity(2);
+    if let Some(s) = explicit(None)? {
+        candidates.push(s);
+    }
+    if let Some(t) = torch(py) {
+        if let Ok(s) = t.current_stream(py, gpu.ordinal()) {
+            candidates.push(s);
+        }
+    }
+    let _restore = kiln_runtime::ContextGuard::save();
+    gpu.context()
+        .bind_to_thread()
+        .map_err(|e| PyRuntimeError::new_err(format!("cuCtxSetCurrent: {e:?}")))?;
+    for s in candidates {
+        s.refuse_capture(op, why).py_err(py)?;
+    }
+    Ok(())
+}
