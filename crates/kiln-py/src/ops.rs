@@ -75,9 +75,11 @@ impl<'py> Call<'py> {
         let mut ordinal: Option<(usize, &str)> = device.map(|d| (d, "device="));
         let mut any_torch_cuda = false;
         let mut any_cupy = false;
+        let mut kiln_stream: Option<Stream> = None;
         for (name, obj) in &all {
             let (source, place) = if let Ok(a) = obj.cast::<Array>() {
                 let t = a.get().tensor.clone();
+                kiln_stream.get_or_insert(t.stream());
                 let d = t.device() as i32;
                 (Source::Kiln(t), Some(d))
             } else if let Some(t) =
@@ -138,8 +140,13 @@ impl<'py> Call<'py> {
         let chosen = match (explicit, torch_stream) {
             (Some(s), _) => s,
             (None, Some(t)) => t,
-            (None, None) if any_cupy => streams::cupy_current_stream(py)?.unwrap_or(Stream::LEGACY),
-            _ => Stream::LEGACY,
+            // kiln arrays follow their producer (kiln): the stream the first one was made on,
+            // so a chain of kiln ops stays on one stream (and inside a capture).
+            (None, None) => match kiln_stream {
+                Some(k) => k,
+                None if any_cupy => streams::cupy_current_stream(py)?.unwrap_or(Stream::LEGACY),
+                None => Stream::LEGACY,
+            },
         };
         let gpu = base.on(chosen).trusting_pointers();
         let _restore = ContextGuard::save();

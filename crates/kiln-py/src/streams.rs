@@ -1,8 +1,9 @@
 //! Which CUDA stream a kiln call runs on (docs/streams.md has the rules and why):
 //! 1. the call's `stream=` argument;
 //! 2. else the innermost `with kiln.stream(s):` block of this thread;
-//! 3. else the producer's current stream: torch's current stream of the inputs' device when
-//!    any input is a torch tensor, cupy's current stream when any is a cupy array;
+//! 3. else the producer's stream: torch's current stream of the inputs' device when any input
+//!    is a torch tensor, else the stream the first kiln.Array input was produced on, else
+//!    cupy's current stream when any input is a cupy array;
 //! 4. else the legacy default stream.
 //!
 //! A stream is given as a raw handle (int) or an object with the CUDA stream protocol:

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 
+use crate::cache::BlockCache;
 use crate::error::{driver_message, Error, Result};
 use crate::loader;
 use crate::stream::{Capture, Fence, Stream};
@@ -47,6 +48,8 @@ struct Inner {
     /// capturing a graph the memory is not part of), retried once the stream is free.
     deferred_frees: Mutex<Vec<(u64, Stream)>>,
     has_deferred: AtomicBool,
+    /// Dropped outputs kept for reuse on their stream ([`crate::cache`]).
+    cache: BlockCache,
 }
 
 /// Driver handles are usable from any thread once the context is current there.
@@ -68,12 +71,12 @@ impl Drop for Inner {
         let _restore = crate::ContextGuard::save();
         let _ = self.ctx.bind_to_thread();
         let _ = self.ctx.synchronize();
-        for (ptr, _) in self
+        let deferred = self
             .deferred_frees
             .lock()
             .map(|mut d| std::mem::take(&mut *d))
-            .unwrap_or_default()
-        {
+            .unwrap_or_default();
+        for (ptr, _) in deferred.into_iter().chain(self.cache.drain()) {
             // SAFETY: the context is idle; the memory is kiln's and freed once, here.
             unsafe {
                 let _ = result::free_async(ptr, std::ptr::null_mut());
@@ -152,6 +155,7 @@ impl Gpu {
                 fence: Mutex::new(None),
                 deferred_frees: Mutex::new(Vec::new()),
                 has_deferred: AtomicBool::new(false),
+                cache: BlockCache::default(),
             }),
             stream: Stream::LEGACY,
             check_pointers: true,
@@ -273,11 +277,41 @@ impl Gpu {
         &self.inner.stream
     }
 
-    /// Enqueues a free of kiln memory allocated on `stream` (`graph`: allocated while that
-    /// stream was capturing, i.e. a graph allocation). Memory allocated outside a capture
-    /// cannot be freed into one, so such a free waits in a list until the stream is no longer
-    /// capturing (retried at the next allocation, or when the GPU is dropped).
-    pub(crate) fn release(&self, ptr: u64, stream: Stream, graph: bool) {
+    /// Output memory of `nbytes` on this handle's stream, and its cache class (None: a graph
+    /// allocation, or too large to cache). Outside capture a recycled block of the stream is
+    /// taken when there is one (no driver call); else `cuMemAllocAsync`.
+    pub(crate) fn alloc_output(&self, nbytes: usize) -> Result<(u64, Option<usize>, bool)> {
+        let stream = self.stream;
+        let graph = stream.capture() == Capture::Active;
+        let class = if graph {
+            None
+        } else {
+            crate::cache::class(nbytes.max(1))
+        };
+        if let Some(c) = class {
+            if let Some(ptr) = self.inner.cache.take(stream, c) {
+                return Ok((ptr, class, graph));
+            }
+        }
+        self.retry_deferred_frees();
+        // SAFETY: a stream of this context (the handle's promise); the caller writes the
+        // memory before reading it.
+        let ptr = unsafe { result::malloc_async(stream.raw(), class.unwrap_or(nbytes.max(1))) }
+            .map_err(|e| Error::driver("cuMemAllocAsync", e))?;
+        Ok((ptr, class, graph))
+    }
+
+    /// Gives back kiln memory allocated on `stream` by [`Gpu::alloc_output`]: into the
+    /// stream's free list when it has a cache class, else an async free. Memory allocated
+    /// outside a capture cannot be freed into one, so such a free waits in a list until the
+    /// stream is no longer capturing (retried at the next allocation, or when the GPU is
+    /// dropped). `graph`: allocated while the stream was capturing (a graph allocation).
+    pub(crate) fn release(&self, ptr: u64, stream: Stream, class: Option<usize>, graph: bool) {
+        if let Some(c) = class {
+            if self.inner.cache.give(stream, c, ptr) {
+                return;
+            }
+        }
         let state = stream.capture();
         if state == Capture::None || (state == Capture::Active && graph) {
             // SAFETY: kiln's allocation on `stream`, freed once, in stream order.
@@ -291,6 +325,11 @@ impl Gpu {
             .unwrap_or_else(|p| p.into_inner())
             .push((ptr, stream));
         self.inner.has_deferred.store(true, Ordering::Release);
+    }
+
+    /// Bytes of dropped outputs kept for reuse ([`crate::cache`]).
+    pub fn cached_bytes(&self) -> usize {
+        self.inner.cache.bytes()
     }
 
     /// Frees what [`Gpu::release`] had to defer, where the stream is free of capture now.

@@ -52,6 +52,7 @@
 //! the `half` crate); the GPU tests compare against them.
 
 pub mod blas;
+mod cache;
 mod context;
 pub mod dnn;
 mod dtype;

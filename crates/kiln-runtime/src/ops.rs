@@ -142,6 +142,23 @@ impl Gpu {
         if n == 0 {
             return Ok(());
         }
+        // Up to one resident wave of one-pack-per-thread work (decode sizes), the map2 kernel
+        // of axpby with alpha = beta = 1 — bitwise the same result (one f32 add, one rounding:
+        // 1·a + 1·b contracts to fma(1, a, b)) — spreads the packs over every SM, where the
+        // unrolled kernel's 4-pack chunks leave most SMs idle. Measured on an H200 inside a CUDA
+        // graph: 4096 bf16 1.30 vs 1.53 µs, 1 M bf16 2.11 vs 2.28 µs per call.
+        let axpby = kernel_name!("axpby", a.dtype);
+        if packs(n, a.dtype) <= self.resident_blocks(axpby, BLOCK, 0)? as u64 * BLOCK as u64 {
+            let mut p = abi::KilnAxpbyParams {
+                n: n as u64,
+                alpha: 1.0,
+                beta: 1.0,
+            };
+            let (mut px, mut py, mut po) = (a.ptr, b.ptr, out.ptr);
+            let grid = self.grid_for(axpby, packs(n, a.dtype), BLOCK, 0)?;
+            // SAFETY: axpby_T(KilnAxpbyParams, const T*, const T*, T*); n elements each.
+            return unsafe { self.launch(axpby, grid, BLOCK, 0, &mut args![p, px, py, po]) };
+        }
         let name = kernel_name!("vecadd", a.dtype);
         let (mut pa, mut pb, mut po, mut pn) = (a.ptr, b.ptr, out.ptr, n as u64);
         // One block per VECADD_UNROLL·BLOCK packs over the whole array (many waves, each

@@ -5,7 +5,7 @@ use cudarc::driver::result;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::stream::{Capture, Stream};
+use crate::stream::Stream;
 
 /// Borrowed, contiguous, row-major device memory: a `CUdeviceptr`, its element type and shape.
 /// The caller keeps the memory alive (and on this GPU) while an op that reads it runs; ops
@@ -39,10 +39,11 @@ pub(crate) fn numel(shape: &[usize]) -> usize {
 /// Owned device memory on one GPU: what every op returns (a fresh allocation, so an output
 /// never aliases an input).
 ///
-/// Allocated stream-ordered (`cuMemAllocAsync`, the device's default pool) on the stream of
-/// the [`Gpu`] handle that made it, and freed in that stream's order when dropped — so it may
-/// be dropped as soon as the last op using it is enqueued on that stream. Allocated while the
-/// stream captures a CUDA graph, it is a graph allocation (the graph's memory node). Work on
+/// Allocated stream-ordered on the stream of the [`Gpu`] handle that made it (a block that
+/// stream dropped earlier, else `cuMemAllocAsync` from the device's default pool; see
+/// [`crate::cache`]) and given back in that stream's order when dropped — so it may be dropped
+/// as soon as the last op using it is enqueued on that stream. Allocated while the stream
+/// captures a CUDA graph, it is a graph allocation (the graph's memory node). Work on
 /// other streams that reads it must be ordered first (DLPack export does this) and must not
 /// outlive it, as with torch's allocator.
 pub struct Tensor {
@@ -55,6 +56,8 @@ pub struct Tensor {
     gpu: Gpu,
     /// Allocated while the stream was capturing (a graph allocation).
     graph: bool,
+    /// Its size class in the GPU's block cache (None: not recycled).
+    class: Option<usize>,
 }
 
 impl Drop for Tensor {
@@ -64,7 +67,7 @@ impl Drop for Tensor {
         let _restore = crate::ContextGuard::save();
         if self.gpu.bind().is_ok() {
             self.gpu
-                .release(self.ptr, self.gpu.work_stream(), self.graph);
+                .release(self.ptr, self.gpu.work_stream(), self.class, self.graph);
         }
     }
 }
@@ -92,13 +95,7 @@ impl Tensor {
             .checked_mul(dtype.size())
             .ok_or_else(|| Error::Shape(format!("{shape:?} × {} bytes overflows", dtype.size())))?;
         gpu.bind()?;
-        gpu.retry_deferred_frees();
-        let stream = gpu.work_stream();
-        let graph = stream.capture() == Capture::Active;
-        // SAFETY: a stream of this context (the Gpu handle's promise); the memory is written by
-        // the op (or the copy) that asked for it before use.
-        let ptr = unsafe { result::malloc_async(stream.raw(), nbytes.max(1)) }
-            .map_err(|e| Error::driver("cuMemAllocAsync", e))?;
+        let (ptr, class, graph) = gpu.alloc_output(nbytes)?;
         Ok(Tensor {
             ptr,
             nbytes,
@@ -106,6 +103,7 @@ impl Tensor {
             shape,
             gpu: gpu.clone(),
             graph,
+            class,
         })
     }
 

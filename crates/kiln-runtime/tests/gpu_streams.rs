@@ -250,3 +250,37 @@ fn order_after_waits_for_the_other_stream() {
     let want = x.to_host().unwrap();
     assert!(got == want, "s2 read x before s1 finished writing it");
 }
+
+#[test]
+fn dropped_outputs_are_reused_on_their_stream_only() {
+    let Some(g) = gpu() else { return };
+    let (s1, s2) = (new_stream(&g), new_stream(&g));
+    let (on1, on2) = (g.on(Stream::of(&s1)), g.on(Stream::of(&s2)));
+    let a = Tensor::from_host(&on1, &values(4096, DType::F32, 4), DType::F32, vec![4096]).unwrap();
+    let x = on1.vecadd(&a.view(), &a.view()).unwrap();
+    let (ptr, before) = (x.ptr(), on1.cached_bytes());
+    drop(x);
+    assert!(
+        on1.cached_bytes() >= before + 4096 * 4,
+        "the block was not kept"
+    );
+    s1.synchronize().unwrap();
+    let elsewhere = on2.vecadd(&a.view(), &a.view()).unwrap();
+    assert_ne!(
+        elsewhere.ptr(),
+        ptr,
+        "a block of s1 was given to s2 without ordering"
+    );
+    let again = on1.vecadd(&a.view(), &a.view()).unwrap();
+    assert_eq!(
+        again.ptr(),
+        ptr,
+        "s1's next output of that size did not reuse its block"
+    );
+    let want: Vec<u8> = values(4096, DType::F32, 4)
+        .chunks_exact(4)
+        .flat_map(|c| (2.0 * f32::from_ne_bytes(c.try_into().unwrap())).to_ne_bytes())
+        .collect();
+    assert_eq!(again.to_host().unwrap(), want);
+    assert_eq!(elsewhere.to_host().unwrap(), want);
+}
