@@ -13,6 +13,10 @@ queue so that Python's launch overhead does not show as GPU idle time (it still 
 exceeds the GPU time); warm-up first; the median of `trials`. kiln and torch both run on the
 legacy default stream. Every call allocates its output, in kiln and in torch alike.
 
+Then the decode-size section (bench_decode.py): 1-token shapes, 1-64 embedding ids and the
+small size, kiln vs torch per call, eager and inside CUDA graphs, plus the host-side
+breakdown of one call (target kiln/torch <= 1.0 in both modes; --decode-only runs just that).
+
 torch baselines: the way a model written in torch does the op (vecadd: a + b; axpby:
 torch.add(x * alpha, y, alpha=beta); silu_mul: F.silu(g) * u; rmsnorm: F.rms_norm; softmax:
 torch.softmax; rope: HF Llama's x * cos + rotate_half(x) * sin with cos/sin precomputed outside

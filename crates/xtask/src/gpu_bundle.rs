@@ -3,7 +3,8 @@
 //! and `run.sh RESULTS_DIR`, which runs everything there and writes JSON results.
 //!
 //! Layout:
-//!   run.sh, run_all.py, test_kiln_gpu.py, bench_torch.py   (from checks/gpu-bundle/)
+//!   run.sh, run_all.py, test_kiln_gpu.py, check_streams.py,
+//!   bench_torch.py, bench_decode.py                         (from checks/gpu-bundle/)
 //!   kiln-<version>-cp39-abi3-manylinux_*.whl
 //!   bin/<executable>                                         (kiln-runtime's tests, kiln-gpu-bench, kiln)
 //!   bin/run-rust-gpu.sh                                      (kiln-runtime's runner for them)
