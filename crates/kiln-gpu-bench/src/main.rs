@@ -3,8 +3,9 @@
 //!
 //! Bandwidth counts bytes read + written once (what the op must move); time is CUDA-event time
 //! on the default stream, median over batches of back-to-back calls, after warmup. Every call
-//! allocates its output, as users' calls do (stream-ordered pool allocation), and the copy
-//! baseline does the same. JSON on stdout, or to --out.
+//! allocates its output, as users' calls do (kiln's per-stream block cache, see
+//! kiln-runtime's cache.rs), and the copy baseline does the same. JSON on stdout, or to --out.
+//! `--percall`: the host cost of each step of a decode-sized call instead (percall.rs).
 
 use std::process::ExitCode;
 
