@@ -41,6 +41,8 @@ import traceback
 
 import numpy as np
 
+import check_streams
+
 F32, F16, BF16 = "float32", "float16", "bfloat16"
 DTYPES = (F32, F16, BF16)
 
@@ -530,7 +532,7 @@ def check_contract(ctx, res):
         out = kiln.vecadd(a, a)
         s = torch.cuda.Stream(device=ctx.dev)
         with torch.cuda.stream(s):
-            t = torch.from_dlpack(out)  # passes s: kiln must synchronize first
+            t = torch.from_dlpack(out)  # passes s: kiln makes s wait for its stream
             r = t * 1.0
         s.synchronize()
         assert torch.equal(r, a + a)
@@ -592,7 +594,7 @@ def _imports():
     return torch, kiln
 
 
-def _run(torch, kiln, quick):
+def _run(torch, kiln, quick, only=None):
     ctx = Ctx(torch, kiln)
     res = Results()
     pick = (lambda s: s[::3]) if quick else (lambda s: s)
@@ -605,9 +607,12 @@ def _run(torch, kiln, quick):
         ("rope", lambda: check_rope(ctx, res, pick(ROPE_SHAPES))),
         ("embedding", lambda: check_embedding(ctx, res, pick(EMBEDDING_SHAPES))),
         ("matmul", lambda: check_matmul(ctx, res, pick(MATMUL_SHAPES))),
+        ("streams", lambda: check_streams.run(ctx, res)),
         ("multi_gpu", lambda: check_multi_gpu(ctx, res)),
         ("all_reduce", lambda: check_all_reduce(ctx, res)),
     ]:
+        if only and name not in only:
+            continue
         before = len(res.cases)
         fails_before = len(res.failures)
         t = time.time()
@@ -626,6 +631,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="every third shape only")
+    ap.add_argument("--only", help="comma-separated groups (contract, elementwise, rows, rope, embedding, "
+                    "matmul, streams, multi_gpu, all_reduce)")
     args = ap.parse_args()
     doc = {"tolerances": {op: {d: {"rtol": r, "atol": a} for d, (r, a) in t.items()} for op, t in TOL.items()},
            "tolerance_rule": "|kiln - ref64| <= atol + rtol*|ref64|; matmul atol is per unit of k; "
@@ -639,7 +646,7 @@ def main():
         return 2
     doc["environment"] = {"torch": torch.__version__, "kiln": kiln.__version__, "gpu": torch.cuda.get_device_name(0),
                           "gpus": torch.cuda.device_count(), "runtime_libraries": kiln.runtime_libraries()}
-    res = _run(torch, kiln, args.quick)
+    res = _run(torch, kiln, args.quick, set(args.only.split(",")) if args.only else None)
     by_op = {}
     for c in res.cases:
         key = f"{c['op']}/{c['dtype']}"

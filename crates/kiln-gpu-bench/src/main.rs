@@ -3,8 +3,9 @@
 //!
 //! Bandwidth counts bytes read + written once (what the op must move); time is CUDA-event time
 //! on the default stream, median over batches of back-to-back calls, after warmup. Every call
-//! allocates its output, as users' calls do (stream-ordered pool allocation), and the copy
-//! baseline does the same. JSON on stdout, or to --out.
+//! allocates its output, as users' calls do (kiln's per-stream block cache, see
+//! kiln-runtime's cache.rs), and the copy baseline does the same. JSON on stdout, or to --out.
+//! `--percall`: the host cost of each step of a decode-sized call instead (percall.rs).
 
 use std::process::ExitCode;
 
@@ -34,7 +35,12 @@ struct Args {
     /// kernel `rs.X` runs with its C++ twin X). Default: every op, and the bf16 matmul.
     #[arg(long, value_delimiter = ',')]
     ops: Vec<String>,
+    /// Only the host cost of each step of a decode-sized call (JSON), no bandwidth table.
+    #[arg(long)]
+    percall: bool,
 }
+
+mod percall;
 
 #[derive(Serialize)]
 struct Row {
@@ -326,6 +332,30 @@ fn run(args: &Args) -> Result<Report, Error> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.percall {
+        let steps = Gpu::new(args.device).and_then(|g| percall::run(&g));
+        return match steps {
+            Ok(steps) => {
+                for s in &steps {
+                    eprintln!("{:>9.0} ns  {}", s.ns_per_call, s.what);
+                }
+                let json = serde_json::to_string_pretty(&steps).expect("serialisable");
+                match &args.out {
+                    Some(p) => {
+                        std::fs::write(p, json).map_or(ExitCode::from(2), |_| ExitCode::SUCCESS)
+                    }
+                    None => {
+                        println!("{json}");
+                        ExitCode::SUCCESS
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("kiln-gpu-bench: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let report = match run(&args) {
         Ok(r) => r,
         Err(e) => {

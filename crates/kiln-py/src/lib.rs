@@ -11,6 +11,7 @@ mod dlpack;
 mod errors;
 mod ops;
 mod rs_ops;
+mod streams;
 
 use pyo3::prelude::*;
 
@@ -18,6 +19,9 @@ use pyo3::prelude::*;
 fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<array::Array>()?;
+    m.add_class::<streams::StreamScope>()?;
+    m.add_function(wrap_pyfunction!(streams::stream, m)?)?;
+    m.add_function(wrap_pyfunction!(streams::current_stream, m)?)?;
     m.add_function(wrap_pyfunction!(build_info::build_info, m)?)?;
     m.add_function(wrap_pyfunction!(ops::vecadd, m)?)?;
     m.add_function(wrap_pyfunction!(ops::axpby, m)?)?;

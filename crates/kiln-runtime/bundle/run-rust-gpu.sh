@@ -62,6 +62,8 @@ step() { # step NAME TIMEOUT_S CMD...
 step gpu_ops 300 "$BIN/gpu_ops" --test-threads=1 --nocapture
 # 1b. The Rust kernels (kernels/rust) vs a float64 reference and vs their C++ twins.
 step gpu_rust_kernels 300 "$BIN/gpu_rust_kernels" --test-threads=1 --nocapture
+# Streams and CUDA graphs: capture + replay vs eager, cross-stream ordering, capture refusal.
+step gpu_streams 120 "$BIN/gpu_streams" --test-threads=1 --nocapture
 # 2. No-driver path (skips with a reason where a driver exists) and the stub-libcuda check.
 step no_driver 120 "$BIN/no_driver" --test-threads=1
 step stub_libcuda 120 "$BIN/stub_libcuda" --test-threads=1
@@ -88,6 +90,7 @@ else
 fi
 # 4. Bandwidth vs a device-to-device copy, same run.
 step bench 300 "$BIN/kiln-gpu-bench" --out "$OUT/rust_bench.json"
+step percall 60 "$BIN/kiln-gpu-bench" --percall --out "$OUT/rust_percall.json"
 
 status=0
 {

@@ -70,19 +70,35 @@ impl RustKernels<'_> {
         g.check_view("rs.vecadd a", a)?;
         g.check_view("rs.vecadd b", b)?;
         let out = Tensor::alloc(g, a.dtype, shape)?;
-        let n = out.numel();
-        if n > 0 {
-            let name = rs_kernel!("vecadd", a.dtype);
-            let mut p = VecaddParams { n: n as u64 };
-            let (mut pa, mut pb, mut po) = (a.ptr, b.ptr, out.ptr());
-            let block = g.block_for(name, BLOCK)?;
-            let grid = packs(n, a.dtype)
-                .div_ceil(VECADD_UNROLL * block as u64)
-                .clamp(1, MAX_GRID_X) as u32;
-            // SAFETY: rs_vecadd_T(VecaddParams, *const T, *const T, *mut T); n elements each.
-            unsafe { g.launch(name, grid, block, 0, &mut args![p, pa, pb, po])? };
-        }
+        self.vecadd_launch(a, b, &out.view())?;
         Ok(out)
+    }
+
+    /// [`RustKernels::vecadd`] into the caller's `out` (no allocation).
+    pub fn vecadd_into(&self, a: &View, b: &View, out: &View) -> Result<()> {
+        let g = self.gpu;
+        let shape = validate::elementwise("rs.vecadd", ("a", a), ("b", b))?;
+        g.check_view("rs.vecadd a", a)?;
+        g.check_view("rs.vecadd b", b)?;
+        g.check_out("rs.vecadd", out, a.dtype, &shape, &[a, b])?;
+        self.vecadd_launch(a, b, out)
+    }
+
+    fn vecadd_launch(&self, a: &View, b: &View, out: &View) -> Result<()> {
+        let g = self.gpu;
+        let n = out.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        let name = rs_kernel!("vecadd", a.dtype);
+        let mut p = VecaddParams { n: n as u64 };
+        let (mut pa, mut pb, mut po) = (a.ptr, b.ptr, out.ptr);
+        let block = g.block_for(name, BLOCK)?;
+        let grid = packs(n, a.dtype)
+            .div_ceil(VECADD_UNROLL * block as u64)
+            .clamp(1, MAX_GRID_X) as u32;
+        // SAFETY: rs_vecadd_T(VecaddParams, *const T, *const T, *mut T); n elements each.
+        unsafe { g.launch(name, grid, block, 0, &mut args![p, pa, pb, po]) }
     }
 
     /// out = silu(gate) · up — [`Gpu::silu_mul`]'s twin.
@@ -92,38 +108,71 @@ impl RustKernels<'_> {
         g.check_view("rs.silu_mul gate", gate)?;
         g.check_view("rs.silu_mul up", up)?;
         let out = Tensor::alloc(g, gate.dtype, shape)?;
-        let n = out.numel();
-        if n > 0 {
-            let name = rs_kernel!("silu_mul", gate.dtype);
-            let mut p = SiluMulParams { n: n as u64 };
-            let (mut pg, mut pu, mut po) = (gate.ptr, up.ptr, out.ptr());
-            let grid = g.grid_for(name, packs(n, gate.dtype), BLOCK, 0)?;
-            // SAFETY: rs_silu_mul_T(SiluMulParams, *const T, *const T, *mut T).
-            unsafe { g.launch(name, grid, BLOCK, 0, &mut args![p, pg, pu, po])? };
-        }
+        self.silu_mul_launch(gate, up, &out.view())?;
         Ok(out)
+    }
+
+    /// [`RustKernels::silu_mul`] into the caller's `out` (no allocation).
+    pub fn silu_mul_into(&self, gate: &View, up: &View, out: &View) -> Result<()> {
+        let g = self.gpu;
+        let shape = validate::elementwise("rs.silu_mul", ("gate", gate), ("up", up))?;
+        g.check_view("rs.silu_mul gate", gate)?;
+        g.check_view("rs.silu_mul up", up)?;
+        g.check_out("rs.silu_mul", out, gate.dtype, &shape, &[gate, up])?;
+        self.silu_mul_launch(gate, up, out)
+    }
+
+    fn silu_mul_launch(&self, gate: &View, up: &View, out: &View) -> Result<()> {
+        let g = self.gpu;
+        let n = out.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        let name = rs_kernel!("silu_mul", gate.dtype);
+        let mut p = SiluMulParams { n: n as u64 };
+        let (mut pg, mut pu, mut po) = (gate.ptr, up.ptr, out.ptr);
+        let grid = g.grid_for(name, packs(n, gate.dtype), BLOCK, 0)?;
+        // SAFETY: rs_silu_mul_T(SiluMulParams, *const T, *const T, *mut T).
+        unsafe { g.launch(name, grid, BLOCK, 0, &mut args![p, pg, pu, po]) }
     }
 
     /// RMSNorm over the last dim — [`Gpu::rmsnorm`]'s twin (block reduction in shared memory).
     pub fn rmsnorm(&self, x: &View, weight: &View, eps: f32) -> Result<Tensor> {
         let g = self.gpu;
-        let (rows, cols) = validate::rmsnorm(x, weight, eps)?;
+        validate::rmsnorm(x, weight, eps)?;
         g.check_view("rs.rmsnorm x", x)?;
         g.check_view("rs.rmsnorm weight", weight)?;
         let out = Tensor::alloc(g, x.dtype, x.shape.clone())?;
-        if rows > 0 && cols > 0 {
-            let name = rs_kernel!("rmsnorm", x.dtype);
-            let mut p = RmsnormParams {
-                rows: rows as u64,
-                cols: cols as u64,
-                eps,
-            };
-            let (mut px, mut pw, mut po) = (x.ptr, weight.ptr, out.ptr());
-            let block = g.block_for(name, row_block(cols, x.dtype))?;
-            let grid = g.rows_grid(name, rows, block, 0)?;
-            // SAFETY: rs_rmsnorm_T(RmsnormParams, *const T, *const T, *mut T).
-            unsafe { g.launch(name, grid, block, 0, &mut args![p, px, pw, po])? };
-        }
+        self.rmsnorm_launch(x, weight, eps, &out.view())?;
         Ok(out)
+    }
+
+    /// [`RustKernels::rmsnorm`] into the caller's `out` (no allocation).
+    pub fn rmsnorm_into(&self, x: &View, weight: &View, eps: f32, out: &View) -> Result<()> {
+        let g = self.gpu;
+        validate::rmsnorm(x, weight, eps)?;
+        g.check_view("rs.rmsnorm x", x)?;
+        g.check_view("rs.rmsnorm weight", weight)?;
+        g.check_out("rs.rmsnorm", out, x.dtype, &x.shape, &[x, weight])?;
+        self.rmsnorm_launch(x, weight, eps, out)
+    }
+
+    fn rmsnorm_launch(&self, x: &View, weight: &View, eps: f32, out: &View) -> Result<()> {
+        let g = self.gpu;
+        let (rows, cols) = validate::rmsnorm(x, weight, eps)?;
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let name = rs_kernel!("rmsnorm", x.dtype);
+        let mut p = RmsnormParams {
+            rows: rows as u64,
+            cols: cols as u64,
+            eps,
+        };
+        let (mut px, mut pw, mut po) = (x.ptr, weight.ptr, out.ptr);
+        let block = g.block_for(name, row_block(cols, x.dtype))?;
+        let grid = g.rows_grid(name, rows, block, 0)?;
+        // SAFETY: rs_rmsnorm_T(RmsnormParams, *const T, *const T, *mut T).
+        unsafe { g.launch(name, grid, block, 0, &mut args![p, px, pw, po]) }
     }
 }
