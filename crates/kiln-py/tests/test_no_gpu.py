@@ -48,6 +48,24 @@ def test_kernels_for_every_op_and_float_dtype():
             assert any(k.startswith(op) and k.endswith(dt) for k in kernels), (op, dt, sorted(kernels))
 
 
+def test_rust_kernels_are_recorded_and_callable():
+    info = kiln.build_info()
+    langs = info["kernel_languages"]
+    rust = sorted(k for k, lang in langs.items() if lang == "rust")
+    assert rust == sorted(f"rs_{op}_{dt}" for op in ("vecadd", "silu_mul", "rmsnorm") for dt in ("f32", "f16", "bf16"))
+    assert langs["vecadd_f32"] == "cuda"
+    assert "release: " in info["kernel_rustc_version"]
+    for t in info["targets"]:
+        assert set(rust) <= set(t["kernels"]), t["target"]
+    # kiln.rs has the C++ ops' contract: same error without a driver.
+    x = np.ones(7, dtype=np.float32)
+    for fn in (kiln.rs.vecadd, kiln.rs.silu_mul):
+        with pytest.raises(kiln.NoDriverError, match=r"^no NVIDIA driver found"):
+            fn(x, x)
+    with pytest.raises(kiln.NoDriverError):
+        kiln.rs.rmsnorm(x.reshape(1, 7), x)
+
+
 def test_gpu_calls_raise_no_driver_error():
     x = np.ones(7, dtype=np.float32)
     with pytest.raises(kiln.NoDriverError, match=r"^no NVIDIA driver found: libcuda\.so\.1"):

@@ -139,12 +139,13 @@ pub fn block_sum(mut v: f32) -> f32 {
     v
 }
 
+/// 2^x for |x| ≤ 1 (no subnormal in or out, so flushing them costs nothing).
 #[inline(always)]
-fn ex2(x: f32) -> f32 {
+fn ex2_ftz(x: f32) -> f32 {
     let r: f32;
     // SAFETY: arithmetic only.
     unsafe {
-        asm!("ex2.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x,
+        asm!("ex2.approx.ftz.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x,
             options(pure, nomem, nostack, preserves_flags))
     };
     r
@@ -161,24 +162,28 @@ fn fma(a: f32, b: f32, c: f32) -> f32 {
     r
 }
 
-/// e^x to a few ulps: x = n·ln2 + r (Cody–Waite, |r| ≤ ln2/2), e^x = 2^n · 2^(r·log2 e).
-/// Overflow gives +inf and underflow 0, as `expf`.
+/// e^x to a few ulps, the libdevice `expf` scheme: x = j·ln2 + f (Cody–Waite, |f| ≤ ln2/2),
+/// e^x = 2^j · 2^(f·log2 e), 2^j added to the exponent bits. Above 88.72 it is +inf; below
+/// -87.34 (a subnormal result) it is 0, as with `-ftz`. A first version with clamps and two
+/// exact power-of-two factors measured 1.45x the C++ silu_mul time on f16/bf16 (compute-bound).
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     const LOG2E: f32 = core::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
-    let t = x * LOG2E;
-    // Round to nearest by the 1.5·2^23 trick; beyond ±300 e^x is 0 or inf anyway.
-    let n = ((t.clamp(-300.0, 300.0) + 12_582_912.0) - 12_582_912.0) as i32;
-    let nf = n as f32;
-    let r = fma(nf, -LN2_LO, fma(nf, -LN2_HI, x));
-    // 2^n in two exact factors (each a normal power of two) so n in [-252, 254] stays exact;
-    // out of that range the product rounds to 0 or inf, as e^x does.
-    let n = n.clamp(-252, 254);
-    let (k1, k2) = (n / 2, n - n / 2);
-    let pow2 = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
-    ex2(r * LOG2E) * pow2(k1) * pow2(k2)
+    const SHIFTER: f32 = 12_582_912.0; // 1.5·2^23: adding it rounds to an integer in the low bits
+    let t = fma(x, LOG2E, SHIFTER);
+    let j = t - SHIFTER;
+    let f = fma(j, -LN2_LO, fma(j, -LN2_HI, x));
+    let r = ex2_ftz(f * LOG2E);
+    let r = f32::from_bits(r.to_bits().wrapping_add(t.to_bits() << 23));
+    if x > 88.722_83 {
+        f32::INFINITY
+    } else if x < -87.336_55 {
+        0.0
+    } else {
+        r
+    }
 }
 
 /// 1/sqrt(x), `rsqrt.approx` as CUDA's `rsqrtf`.
