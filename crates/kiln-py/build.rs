@@ -30,6 +30,8 @@ fn main() {
                 serde_json::json!({
                     "wheel": lib.wheel,
                     "version": lib.version,
+                    // The declared range (Requires-Dist); `version` is the exact test pin.
+                    "requires": lib.requires,
                     "requirement": lib.requirement(),
                     "lib_dir": lib.lib_dir,
                     "sonames": lib.sonames,
