@@ -1,12 +1,13 @@
 # The Python wheel, as `cargo xtask wheel` makes it without Nix: maturin over crates/kiln-py,
-# tagged manylinux_2_34 (MANYLINUX in crates/xtask/src/wheel.rs), with Requires-Dist for the
-# NVIDIA runtime wheels taken from Cargo.toml [workspace.metadata.kiln.runtime] for each default
-# feature of kiln-py. It builds on crane's dependency-only build, so a change to kiln's own code
-# rebuilds (and re-downloads) no dependency.
+# tagged with the manylinux level of Cargo.toml [workspace.metadata.kiln.wheel], then the same
+# post-processing step as xtask (`kiln wheel finalize`: Requires-Dist for the NVIDIA runtime
+# wheels of [workspace.metadata.kiln.runtime] named by kiln-py's default features, the SBOM's
+# runtime components, RECORD). It builds on crane's dependency-only build, so a change to kiln's
+# own code rebuilds (and re-downloads) no dependency.
 { pkgs, pins, crates, root }:
 let
   inherit (pkgs) lib;
-  manylinux = "manylinux_2_34";
+  inherit (pins.wheel) manylinux;
 
   kilnPy = builtins.fromTOML (builtins.readFile (root + "/crates/kiln-py/Cargo.toml"));
   runtimeFeatures = builtins.filter (f: pins.runtime ? ${f}) kilnPy.features.default;
@@ -26,14 +27,14 @@ crates.craneLib.mkCargoDerivation (crates.finalArgs // {
   nativeBuildInputs = crates.commonArgs.nativeBuildInputs ++ [ maturin pkgs.zig ];
   NIX_DONT_SET_RPATH = true;
   doInstallCargoArtifacts = false;
-  requiresDist = builtins.toJSON requiresDist;
   buildPhaseCargoCommand = ''
-    # maturin writes Requires-Dist only from pyproject's [project] dependencies.
-    sed -i "/^\[project\]$/a dependencies = $requiresDist" crates/kiln-py/pyproject.toml
     export ZIG_GLOBAL_CACHE_DIR=$TMPDIR/zig-cache
     maturin build --release --offline --locked \
       --manifest-path crates/kiln-py/Cargo.toml \
-      --zig --compatibility ${manylinux} --out dist
+      --zig --compatibility ${manylinux} --out raw
+    # The post-processing step `cargo xtask wheel` runs too (crates/kiln-wheel/src/finalize.rs).
+    cargo run --release --offline --locked -p kiln -- \
+      wheel finalize raw/*.whl --pins Cargo.toml --out dist
   '';
   installPhaseCommand = ''
     mkdir -p $out

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::input::Binary;
+use crate::facts::{Binary, EntryKind};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Coverage {
@@ -40,7 +40,7 @@ pub fn of(binary: &Binary) -> Option<Coverage> {
     let mut by_kernel: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut targets: BTreeSet<&str> = BTreeSet::new();
     for e in &dev.entries {
-        if e.kind == "other" {
+        if e.kind == EntryKind::Other {
             continue;
         }
         targets.insert(&e.target);

@@ -131,7 +131,7 @@ fn audit(path: &Path) -> kiln_audit::Report {
 /// Checks a report's device code against cuobjdump's listing of the same file.
 fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)>) {
     let report = audit(path);
-    let entries: Vec<&kiln_audit::device::EntryFacts> = report
+    let entries: Vec<&kiln_audit::facts::EntryFacts> = report
         .binaries
         .iter()
         .filter_map(|b| b.device.as_ref())
@@ -145,9 +145,13 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     for e in &entries {
         assert!(e.error.is_none(), "{}: {:?}", e.target, e.error);
         if let Some((cubin, ptx)) = expect_compression {
-            let want = if e.kind == "cubin" { cubin } else { ptx };
+            let want = if e.kind.as_str() == "cubin" {
+                cubin
+            } else {
+                ptx
+            };
             assert_eq!(
-                e.compression,
+                e.compression.as_str(),
                 want,
                 "{} {} compression in {}",
                 e.kind,
@@ -160,7 +164,7 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     let mut ours: Vec<(String, String)> = entries
         .iter()
         .map(|e| {
-            let name = if e.kind == "ptx" {
+            let name = if e.kind.as_str() == "ptx" {
                 format!("sm_{}{}", e.sm, e.variant)
             } else {
                 e.target.clone()
@@ -183,7 +187,7 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     }
     // Kernels per cubin: identical to cuobjdump's resource-usage listing (which keeps suffixes).
     let mut ours: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for e in entries.iter().filter(|e| e.kind == "cubin") {
+    for e in entries.iter().filter(|e| e.kind.as_str() == "cubin") {
         ours.entry(e.target.clone())
             .or_default()
             .extend(e.kernels.iter().cloned());
@@ -200,7 +204,7 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     }
     assert_eq!(ours, theirs, "kernels of {}", path.display());
     // PTX: ISA of the pinned nvcc, and the PTX's own kernels.
-    for e in entries.iter().filter(|e| e.kind == "ptx") {
+    for e in entries.iter().filter(|e| e.kind.as_str() == "ptx") {
         assert_eq!(
             e.ptx_isa.as_deref(),
             Some("9.0"),
@@ -309,7 +313,7 @@ fn truncated_fatbin_is_an_error_value_at_every_length() {
     );
     let bytes = std::fs::read(&f).unwrap();
     for cut in (1..bytes.len()).step_by(7) {
-        let r = kiln_audit::device::read(&bytes[..cut], true);
+        let r = kiln_audit::read::device_code(&bytes[..cut], true);
         let broken = match r {
             Err(_) => true,
             Ok(d) => d.entries.iter().any(|e| e.error.is_some()),

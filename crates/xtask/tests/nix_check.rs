@@ -187,18 +187,35 @@ fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
 
 #[test]
 fn nix_and_xtask_tag_the_wheel_alike() {
-    let ws = workspace();
-    let rs = std::fs::read_to_string(ws.join("crates/xtask/src/wheel.rs")).unwrap();
-    let tag = rs
-        .lines()
-        .find_map(|l| l.strip_prefix("pub const MANYLINUX: &str = \""))
-        .and_then(|r| r.split('"').next())
-        .expect("MANYLINUX in crates/xtask/src/wheel.rs");
-    let nix = std::fs::read_to_string(ws.join("nix/wheel.nix")).unwrap();
-    assert!(
-        nix.contains(&format!("manylinux = \"{tag}\";")),
-        "nix/wheel.nix does not tag the wheel {tag}"
+    // Both read the level from [workspace.metadata.kiln.wheel]; neither restates it.
+    let f = Fixture::new();
+    let out = Command::new(nix_bin())
+        .args([
+            "--extra-experimental-features",
+            "nix-command flakes",
+            "eval",
+            "--json",
+            "--offline",
+        ])
+        .args(["--no-write-lock-file"])
+        .args(doubles(&f))
+        .arg(format!(
+            "path:{}#packages.x86_64-linux.wheel.manylinux",
+            f.dir.path().display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let got: String = serde_json::from_slice(&out.stdout).unwrap();
+    let pins = kiln_pins::Pins::load(&workspace().join("Cargo.toml")).unwrap();
+    assert_eq!(
+        Some(got.as_str()),
+        pins.wheel.as_ref().map(|w| w.manylinux.as_str())
     );
+    for file in ["crates/xtask/src/wheel.rs", "nix/wheel.nix"] {
+        let text = std::fs::read_to_string(workspace().join(file)).unwrap();
+        assert!(!text.contains(&got), "{file} restates {got}");
+    }
 }
 
 #[test]

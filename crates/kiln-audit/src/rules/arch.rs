@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_pins::{Arch, Variant};
 
+use crate::facts::{Artifact, EntryKind};
 use crate::finding::{finding, Finding};
-use crate::input::Artifact;
 use crate::policy::Policy;
 
 fn fatbin_variant(v: Variant) -> &'static str {
@@ -54,13 +54,13 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         let sass: BTreeSet<&str> = dev
             .entries
             .iter()
-            .filter(|e| e.kind == "cubin")
+            .filter(|e| e.kind == EntryKind::Cubin)
             .map(|e| e.target.as_str())
             .collect();
         let ptx: BTreeSet<&str> = dev
             .entries
             .iter()
-            .filter(|e| e.kind == "ptx")
+            .filter(|e| e.kind == EntryKind::Ptx)
             .map(|e| e.target.as_str())
             .collect();
 
@@ -89,7 +89,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             }
             // Per kernel: a target that exists in this ELF must carry every kernel.
             let mut kernels_by_target: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-            for e in dev.entries.iter().filter(|e| e.kind == "cubin") {
+            for e in dev.entries.iter().filter(|e| e.kind == EntryKind::Cubin) {
                 kernels_by_target
                     .entry(e.target.as_str())
                     .or_default()
@@ -144,7 +144,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             }
         }
         if let (Some(max), Some(driver)) = (policy.max_ptx_isa(), policy.min_driver) {
-            for e in dev.entries.iter().filter(|e| e.kind == "ptx") {
+            for e in dev.entries.iter().filter(|e| e.kind == EntryKind::Ptx) {
                 if let Some(isa) = e.ptx_isa_num {
                     if isa > max {
                         findings.push(finding(

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_pins::ArchMatrix;
 
+use crate::facts::{Artifact, EntryKind};
 use crate::finding::{finding, Finding};
-use crate::input::Artifact;
 use crate::policy::Policy;
 
 const FIX_REBUILD: &str = "rebuild with `cargo xtask wheel` (or `nix build .#wheel`); a manifest is written by kiln-build from the compiled outputs and must never be edited";
@@ -33,11 +33,11 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             for e in dev
                 .entries
                 .iter()
-                .filter(|e| e.kind == "cubin" || e.kind == "ptx")
+                .filter(|e| e.kind == EntryKind::Cubin || e.kind == EntryKind::Ptx)
             {
                 let slot = actual.entry(e.target.clone()).or_default();
                 slot.0.extend(e.kernels.iter().map(String::as_str));
-                if e.kind == "ptx" {
+                if e.kind == EntryKind::Ptx {
                     slot.1 = e.ptx_isa.as_deref();
                 }
             }
