@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 
 use crate::error::{driver_message, Error, Result};
+use crate::handles::Handles;
 use crate::loader;
 use crate::tensor::View;
 
@@ -28,8 +29,8 @@ struct Inner {
     module: Module,
     sm_count: u32,
     name: String,
-    pub(crate) blas: Mutex<Option<crate::blas::Blas>>,
-    pub(crate) dnn: Mutex<Option<crate::dnn::Dnn>>,
+    /// cuBLAS / cuDNN handles, owned by their modules' types.
+    handles: Handles,
 }
 
 /// Driver handles are usable from any thread once the context is current there.
@@ -51,8 +52,7 @@ impl Drop for Inner {
         let _restore = crate::ContextGuard::save();
         let _ = self.ctx.bind_to_thread();
         let _ = self.ctx.synchronize();
-        self.blas.lock().map(|mut b| b.take()).ok();
-        self.dnn.lock().map(|mut d| d.take()).ok();
+        self.handles.clear();
         // SAFETY: every function of the module belongs to this Inner, which is going away.
         unsafe {
             let _ = result::module::unload(self.module.raw);
@@ -118,8 +118,7 @@ impl Gpu {
                 },
                 sm_count,
                 name,
-                blas: Mutex::new(None),
-                dnn: Mutex::new(None),
+                handles: Handles::default(),
             }),
         })
     }
@@ -188,12 +187,12 @@ impl Gpu {
         &self.inner.stream
     }
 
-    pub(crate) fn blas_slot(&self) -> &Mutex<Option<crate::blas::Blas>> {
-        &self.inner.blas
-    }
-
-    pub(crate) fn dnn_slot(&self) -> &Mutex<Option<crate::dnn::Dnn>> {
-        &self.inner.dnn
+    /// This GPU's handle of type `H` (see [`Handles`]), created by `create` on first use.
+    pub(crate) fn handle<H: Send + 'static>(
+        &self,
+        create: impl FnOnce() -> Result<H>,
+    ) -> Result<Arc<Mutex<H>>> {
+        self.inner.handles.get_or_create(create)
     }
 
     /// Makes this GPU's context current on the calling thread.
