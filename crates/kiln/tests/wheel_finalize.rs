@@ -218,19 +218,24 @@ fn xtask_and_nix_routes_give_the_same_wheel() {
     assert!(wheel_rules.is_empty(), "{wheel_rules:?}");
 }
 
+/// `kiln wheel finalize RAW --out OUT` in `dir` (the default `--pins Cargo.toml`).
+fn finalize_in(dir: &Path, raw: &Path, out: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .current_dir(dir)
+        .args(["wheel", "finalize"])
+        .arg(raw)
+        .args(["--out", out])
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn finalize_refuses_what_the_pins_forbid() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = checkout(tmp.path());
     // A tag other than the pinned level.
     let raw = raw_wheel(&dir, "manylinux_2_17", &[]);
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .current_dir(&dir)
-        .args(["wheel", "finalize"])
-        .arg(&raw)
-        .args(["--out", "dist"])
-        .output()
-        .unwrap();
+    let out = finalize_in(&dir, &raw, "dist");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -244,22 +249,10 @@ fn finalize_refuses_what_the_pins_forbid() {
         &manylinux(),
         &[("kiln/__pycache__/x.cpython-312.pyc", b"\0")],
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .current_dir(&dir)
-        .args(["wheel", "finalize"])
-        .arg(&raw)
-        .args(["--out", "dist"])
-        .output()
-        .unwrap();
+    let out = finalize_in(&dir, &raw, "dist");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bytecode"));
     // The input's own directory as --out.
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .current_dir(&dir)
-        .args(["wheel", "finalize"])
-        .arg(&raw)
-        .args(["--out", "raw"])
-        .output()
-        .unwrap();
+    let out = finalize_in(&dir, &raw, "raw");
     assert_eq!(out.status.code(), Some(2));
 }

@@ -136,10 +136,8 @@ fn the_unbroken_flake_passes() {
     );
 }
 
-#[test]
-fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
-    // The same Requires-Dist `cargo xtask wheel` writes: one `wheel==version` per default
-    // feature of kiln-py that names a [workspace.metadata.kiln.runtime] entry.
+/// `nix eval --json` of one attribute of the wheel package, against the test doubles.
+fn eval_wheel_attr(attr: &str) -> serde_json::Value {
     let f = Fixture::new();
     let out = Command::new(nix_bin())
         .args([
@@ -152,13 +150,20 @@ fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
         .args(["--no-write-lock-file"])
         .args(doubles(&f))
         .arg(format!(
-            "path:{}#packages.x86_64-linux.wheel.requiresDist",
+            "path:{}#packages.x86_64-linux.wheel.{attr}",
             f.dir.path().display()
         ))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    let got: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
+    // The same Requires-Dist `cargo xtask wheel` writes: one `wheel==version` per default
+    // feature of kiln-py that names a [workspace.metadata.kiln.runtime] entry.
+    let got: Vec<String> = serde_json::from_value(eval_wheel_attr("requiresDist")).unwrap();
     let cargo: toml::Table = std::fs::read_to_string(workspace().join("Cargo.toml"))
         .unwrap()
         .parse()
@@ -188,25 +193,7 @@ fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
 #[test]
 fn nix_and_xtask_tag_the_wheel_alike() {
     // Both read the level from [workspace.metadata.kiln.wheel]; neither restates it.
-    let f = Fixture::new();
-    let out = Command::new(nix_bin())
-        .args([
-            "--extra-experimental-features",
-            "nix-command flakes",
-            "eval",
-            "--json",
-            "--offline",
-        ])
-        .args(["--no-write-lock-file"])
-        .args(doubles(&f))
-        .arg(format!(
-            "path:{}#packages.x86_64-linux.wheel.manylinux",
-            f.dir.path().display()
-        ))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let got: String = serde_json::from_slice(&out.stdout).unwrap();
+    let got: String = serde_json::from_value(eval_wheel_attr("manylinux")).unwrap();
     let pins = kiln_pins::Pins::load(&workspace().join("Cargo.toml")).unwrap();
     assert_eq!(
         Some(got.as_str()),
