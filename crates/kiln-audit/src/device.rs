@@ -2,6 +2,7 @@
 //! Headers are read first (cheap); payloads are then decompressed in parallel.
 
 use kiln_fatbin::container;
+use kiln_pins::{Target, Variant};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -60,18 +61,62 @@ impl Compression {
     }
 }
 
+/// What an entry is for: a SASS or PTX target, or an entry kind kiln does not read (named
+/// `kind<K>_<sm><variant>` in text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EntryTarget {
+    Device(Target),
+    Other {
+        kind: u16,
+        sm: u32,
+        variant: Variant,
+    },
+}
+
+impl EntryTarget {
+    /// The SASS or PTX target, when the entry is one.
+    pub fn device(&self) -> Option<Target> {
+        match self {
+            EntryTarget::Device(t) => Some(*t),
+            EntryTarget::Other { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Display for EntryTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EntryTarget::Device(t) => t.fmt(f),
+            EntryTarget::Other { kind, sm, variant } => {
+                write!(f, "kind{kind}_{sm}{}", variant.suffix())
+            }
+        }
+    }
+}
+
+impl Serialize for EntryTarget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+fn variant_suffix<S: serde::Serializer>(v: &Variant, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.suffix())
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct EntryFacts {
     pub container: usize,
     /// Offset of the entry header inside `.nv_fatbin`.
     pub offset: usize,
     pub kind: EntryKind,
-    /// Exact target with its `a`/`f` variant: "sm_100f", "compute_120".
-    pub target: String,
+    /// Exact target with its `a`/`f` variant; in JSON "sm_100f", "compute_120".
+    pub target: EntryTarget,
     /// Compute capability number (100 for sm_100f).
     pub sm: u32,
-    /// "", "a" or "f"
-    pub variant: &'static str,
+    /// In JSON "", "a" or "f".
+    #[serde(serialize_with = "variant_suffix")]
+    pub variant: Variant,
     pub compression: Compression,
     pub stored_size: usize,
     pub size: u64,
@@ -114,9 +159,21 @@ fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> En
             container::EntryKind::Ptx => EntryKind::Ptx,
             container::EntryKind::Other(_) => EntryKind::Other,
         },
-        target: e.target(),
+        target: match e.target() {
+            Some(t) => EntryTarget::Device(t),
+            None => EntryTarget::Other {
+                // The header's kind field (1 PTX, 2 ELF, anything else kept as read).
+                kind: match e.kind {
+                    container::EntryKind::Ptx => 1,
+                    container::EntryKind::Elf => 2,
+                    container::EntryKind::Other(k) => k,
+                },
+                sm: e.sm,
+                variant: e.variant,
+            },
+        },
         sm: e.sm,
-        variant: e.variant.suffix(),
+        variant: e.variant,
         compression: match e.compression {
             container::Compression::None => Compression::None,
             container::Compression::Lz4 => Compression::Lz4,

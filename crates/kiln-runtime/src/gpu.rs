@@ -96,7 +96,7 @@ impl Gpu {
                     kiln_kernels::manifest()
                         .targets
                         .iter()
-                        .map(|t| t.target.clone())
+                        .map(|t| t.target.name())
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),

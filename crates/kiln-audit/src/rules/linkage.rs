@@ -273,6 +273,17 @@ fn resolve(
             providers.push((w.to_string(), layout.lib_dir.to_string()));
         }
     }
+    // A directory (site-packages) may hold the provider wheel itself.
+    let installed = || {
+        let (w, dir) = providers
+            .iter()
+            .filter(|_| artifact.kind == InputKind::Directory)
+            .find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}")))?;
+        Some(Via::Installed {
+            wheel: w.clone(),
+            dir: dir.clone(),
+        })
+    };
     if !providers.is_empty() {
         if let Some(meta) = &artifact.wheel {
             let declared = providers.iter().find(|(w, dir)| {
@@ -283,16 +294,8 @@ fn resolve(
             if let Some((w, _)) = declared {
                 return Via::Wheel(w.clone());
             }
-            if artifact.kind == InputKind::Directory {
-                if let Some((w, dir)) = providers
-                    .iter()
-                    .find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}")))
-                {
-                    return Via::Installed {
-                        wheel: w.clone(),
-                        dir: dir.clone(),
-                    };
-                }
+            if let Some(via) = installed() {
+                return via;
             }
             let names: Vec<&str> = providers.iter().map(|(w, _)| w.as_str()).collect();
             findings.push(finding(
@@ -309,18 +312,7 @@ fn resolve(
             ));
             return Via::Unresolved;
         }
-        if artifact.kind == InputKind::Directory {
-            if let Some((w, dir)) = providers
-                .iter()
-                .find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}")))
-            {
-                return Via::Installed {
-                    wheel: w.clone(),
-                    dir: dir.clone(),
-                };
-            }
-        }
-        return Via::External(providers[0].0.clone());
+        return installed().unwrap_or_else(|| Via::External(providers[0].0.clone()));
     }
     // 4. nothing found
     let bundled_elsewhere: Vec<&String> = artifact

@@ -300,15 +300,7 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
     if cov.rows.is_empty() {
         return Ok(());
     }
-    let short: Vec<String> = cov
-        .targets
-        .iter()
-        .map(|t| {
-            t.strip_prefix("sm_")
-                .map(String::from)
-                .unwrap_or_else(|| t.replace("compute_", "ptx"))
-        })
-        .collect();
+    let short: Vec<String> = cov.targets.iter().map(|t| t.label()).collect();
     let colw = short.iter().map(|s| s.len()).max().unwrap_or(3).max(3) + 1;
     let total_w = width();
     let label_w = 36.min(total_w / 2);
