@@ -8,18 +8,18 @@
 //!   [`facts::ReadProblem`], never a finding
 //! - `rules/`: every rule id (registered in [`RULES`]), from facts + [`Policy`]
 //! - `platform`, `nvidia_wheels`: what the target system and NVIDIA's wheels provide
-//! - `coverage`: the kernel × target matrix, a view of the facts for the report
+//! - `kernel_matrix`: the kernel × target matrix, a view of the facts for the report
 //!
 //! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
 //! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
 
-mod coverage;
 mod device;
 mod elf;
 mod error;
 pub mod facts;
 mod finding;
 mod input;
+mod kernel_matrix;
 mod nvidia_wheels;
 mod options;
 mod platform;
@@ -31,10 +31,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use coverage::{Coverage, CoverageRow};
 pub use error::AuditError;
 pub use facts::{Artifact, Binary, InputKind};
 pub use finding::{Finding, Severity, LOWER_SEVERITY, RULES};
+pub use kernel_matrix::{Coverage, CoverageRow};
 pub use options::{NoProgress, Options, Progress};
 pub use policy::{parse_arch_list, Policy};
 pub use rules::{Resolution, Via};
@@ -134,7 +134,7 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
                 d.entries.iter().flat_map(|e| &e.kernels).collect();
             counts.kernels += kernels.len();
         }
-        coverage.extend(coverage::of(b));
+        coverage.extend(kernel_matrix::of(b));
     }
     Report {
         schema: SCHEMA_VERSION,

@@ -11,8 +11,8 @@ use crate::error::{io, BuildError};
 use crate::jobs::{CompileJob, LinkJob, Outcome};
 use kiln_manifest::Manifest;
 
-use crate::manifest;
-use crate::report::{self, Summary};
+use crate::derived_manifest;
+use crate::progress::{self, Summary};
 use crate::toolkit::{self, Toolkit};
 use crate::{abi, deps, fatbin, pool};
 
@@ -181,9 +181,9 @@ impl KernelBuild {
             })
             .collect();
         let mut manifest =
-            manifest::new(&self.pins, &tk.version, &flags_for_manifest(&flags), names);
+            derived_manifest::new(&self.pins, &tk.version, &flags_for_manifest(&flags), names);
         for (job, out) in link_jobs.iter().zip(&linked) {
-            manifest::add_output(&mut manifest, job.target, &out.output)?;
+            derived_manifest::add_output(&mut manifest, job.target, &out.output)?;
         }
         let gaps = manifest.gaps();
         if !gaps.is_empty() {
@@ -271,7 +271,7 @@ impl KernelBuild {
                 let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 if let (true, Ok(o)) = (self.progress, r) {
                     if !o.cached {
-                        report::job_line(
+                        progress::job_line(
                             n,
                             total,
                             "compiled",
@@ -302,7 +302,14 @@ impl KernelBuild {
                 let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 if let (true, Ok(o)) = (self.progress, r) {
                     if !o.cached {
-                        report::job_line(n, total, "linked", "nvlink", &j.target.name(), o.elapsed);
+                        progress::job_line(
+                            n,
+                            total,
+                            "linked",
+                            "nvlink",
+                            &j.target.name(),
+                            o.elapsed,
+                        );
                     }
                 }
             },
