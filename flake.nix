@@ -4,8 +4,9 @@
   inputs = {
     # nixpkgs-unstable of 2026-08-03. The revision and its narHash are the ones ipetkov/crane's
     # own public lock file pins: https://github.com/ipetkov/crane/blob/2c71e194474d13de031d729b729c968ddbe3507f/test/flake.lock
-    # (node "nixpkgs", lastModified 1785747939). It has cudaPackages_13_0 (cuDNN 9.27),
-    # llvmPackages_21, and crane's minimum (nixpkgs 26.05).
+    # (node "nixpkgs", lastModified 1785747939). What it gives kiln (cudaPackages_13_0 with
+    # cuDNN 9.22.0.52 and NCCL 2.30.7-1, llvmPackages_21 21.1.8, maturin 1.14.1) is recorded,
+    # with sources, in checks/nix/doubles/nixpkgs/facts.toml; a new lock needs new facts.
     nixpkgs.url = "github:NixOS/nixpkgs/104240a772428cc2e20d8fd86c9ddbb886bbaff2";
     crane.url = "github:ipetkov/crane";
     rust-overlay = {
@@ -25,14 +26,14 @@
       };
       pins = import ./nix/pins.nix { cargoToml = ./Cargo.toml; };
       systems = [ "x86_64-linux" "aarch64-linux" ];
-      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f (import ./nix/pkgs.nix { inherit nixpkgs rust-overlay pins; } system));
+      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f (import ./nix/pkgs.nix { inherit nixpkgs rust-overlay; } system));
 
       perSystem = pkgs: rec {
         toolchain = import ./nix/toolchain.nix { inherit pkgs pins; };
         cuda = import ./nix/cuda.nix { inherit pkgs pins; };
-        crates = import ./nix/crates.nix { inherit pkgs crane pins toolchain cuda root buildInfo; };
-        wheel = import ./nix/wheel.nix { inherit pkgs pins crates root; };
         driverHook = import ./nix/driver.nix { };
+        crates = import ./nix/crates.nix { inherit pkgs crane pins toolchain cuda root buildInfo driverHook; };
+        wheel = import ./nix/wheel.nix { inherit pkgs pins crates root; };
       };
     in
     {
@@ -52,7 +53,7 @@
         let s = perSystem pkgs; in {
           clippy = import ./nix/checks/clippy.nix { inherit (s) crates; };
           rustfmt = import ./nix/checks/rustfmt.nix { inherit (s) crates; };
-          nextest = import ./nix/checks/nextest.nix { inherit (s) crates; };
+          nextest = import ./nix/checks/nextest.nix { inherit (s) crates cuda; };
           audit = import ./nix/checks/audit.nix {
             inherit pkgs root;
             inherit (s) wheel;

@@ -1,4 +1,6 @@
-# The arch matrix (Cargo.toml `archs`) as nixpkgs CUDA configuration.
+# The arch matrix (Cargo.toml `archs`) in nixpkgs' CUDA terms. It is given to kiln's own
+# derivations only (KILN_CUDA_CAPABILITIES, nix/crates.nix), never to nixpkgs' global config
+# (nix/pkgs.nix says why), and keeps the matrix within what nixpkgs could express.
 #
 # nixpkgs takes `cudaCapabilities` ("8.0", "9.0a", "12.0f", ...) and one switch,
 # `cudaForwardCompat`, that adds compute PTX for the LAST capability only. So a matrix is

@@ -1,6 +1,6 @@
 # The workspace built with crane: one dependency-only build shared by every package and check,
 # then the `kiln` CLI and the kernels on top of it.
-{ pkgs, crane, pins, toolchain, cuda, root, buildInfo }:
+{ pkgs, crane, pins, toolchain, cuda, root, buildInfo, driverHook }:
 let
   inherit (pkgs) lib;
   craneLib = (crane.mkLib pkgs).overrideToolchain toolchain.rust;
@@ -18,8 +18,14 @@ let
     ];
   };
 
+  # The arch matrix in nixpkgs' terms, for kiln's derivations only (never nixpkgs' global
+  # config: see nix/pkgs.nix). kiln-build reads the matrix from Cargo.toml itself; this records
+  # it and refuses a matrix nixpkgs' CUDA conventions could not express.
+  arch = import ./arch.nix pins.archs;
+
   # What every cargo invocation needs: nvcc and the toolkit (CUDA_HOME), libclang 21 for
-  # bindgen, and the pinned versions so kiln-build can refuse anything else.
+  # bindgen, and the pinned versions so kiln-build can refuse anything else. No cuDNN or NCCL:
+  # nothing links them (cudarc opens them at run time); they are in the dev shell only.
   commonArgs = {
     inherit src;
     pname = "kiln";
@@ -27,10 +33,11 @@ let
     strictDeps = true;
     # cuda_nvcc itself for its setup hook (nvcc's host compiler, as nixpkgs wires it).
     nativeBuildInputs = [ cuda.home cuda.cuda_nvcc pkgs.python3 ];
-    buildInputs = [ cuda.cudnn cuda.nccl ];
+    KILN_CUDA_CAPABILITIES = builtins.concatStringsSep ";" arch.cudaCapabilities;
     CUDA_HOME = cuda.home;
     CUDA_PATH = cuda.home;
     LIBCLANG_PATH = toolchain.libclangPath;
+    KILN_KERNEL_RUSTC = toolchain.kernelRustc;
     BINDGEN_EXTRA_CLANG_ARGS = "-resource-dir=${toolchain.clangResourceDir}";
     preBuild = ''
       export BINDGEN_EXTRA_CLANG_ARGS="$BINDGEN_EXTRA_CLANG_ARGS $(< ${toolchain.libcCflagsFile})"
@@ -43,16 +50,27 @@ let
   # for the kernels' build manifest (a Nix build has no .git). Kept out of buildDepsOnly, so a
   # new commit does not rebuild a single dependency.
   finalArgs = commonArgs // buildInfo // { inherit cargoArtifacts; };
+
+  kilnUnwrapped = craneLib.buildPackage (finalArgs // {
+    pname = "kiln-cli";
+    cargoExtraArgs = "--locked -p kiln";
+    doCheck = false;
+    # NixOS: /run/opengl-driver/lib in the binary's RUNPATH, where cudarc's dlopen of libcuda
+    # then looks.
+    nativeBuildInputs = finalArgs.nativeBuildInputs ++ [ pkgs.autoAddDriverRunpath ];
+    meta.mainProgram = "kiln";
+  });
 in
 {
   inherit craneLib src commonArgs cargoArtifacts finalArgs;
 
-  kiln = craneLib.buildPackage (finalArgs // {
-    pname = "kiln-cli";
-    cargoExtraArgs = "--locked -p kiln";
-    doCheck = false;
-    meta.mainProgram = "kiln";
-  });
+  # `nix run .#kiln -- doctor` on any host: the dev shell's driver discovery (nix/driver-hook.sh:
+  # NixOS' /run/opengl-driver/lib, the host's ldconfig cache, the usual distribution and
+  # container paths; never the toolkit's stub) runs before the binary.
+  kiln = pkgs.writeShellScriptBin "kiln" ''
+    ${driverHook}
+    exec ${kilnUnwrapped}/bin/kiln "$@"
+  '';
 
   # The fatbin(s) and the build manifest that kiln-kernels' build script writes to OUT_DIR.
   kernels = craneLib.mkCargoDerivation (finalArgs // {

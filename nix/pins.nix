@@ -26,6 +26,4 @@ in
   llvmPackagesAttr = "llvmPackages_${toString (need "clang-major")}";
   nightly = need "rust-nightly";
   maturin = need "maturin";
-  cudnn = need "cudnn";
-  nccl = need "nccl";
 }

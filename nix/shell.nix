@@ -9,6 +9,7 @@ pkgs.mkShell {
     cuda.home
     cuda.cuda_nvcc
     pkgs.maturin
+    cuda.cuda_cuobjdump
     pkgs.cargo-nextest
     pkgs.python3
     pkgs.zig
@@ -17,11 +18,14 @@ pkgs.mkShell {
   buildInputs = [ cuda.cudnn cuda.nccl ];
 
   LIBCLANG_PATH = toolchain.libclangPath;
+  KILN_KERNEL_RUSTC = toolchain.kernelRustc;
   BINDGEN_EXTRA_CLANG_ARGS = "-resource-dir=${toolchain.clangResourceDir}";
   CUDA_HOME = cuda.home;
   CUDA_PATH = cuda.home;
   KILN_CUDNN_LIB = "${pkgs.lib.getLib cuda.cudnn}/lib";
   KILN_NCCL_LIB = "${pkgs.lib.getLib cuda.nccl}/lib";
+  # The exact releases the locked nixpkgs gave (the doctor reports them beside the pins).
+  inherit (cuda.versions) KILN_NIX_NVCC_VERSION KILN_NIX_CUDNN_VERSION KILN_NIX_NCCL_VERSION;
 
   shellHook = ''
     export BINDGEN_EXTRA_CLANG_ARGS="$BINDGEN_EXTRA_CLANG_ARGS $(< ${toolchain.libcCflagsFile})"

@@ -7,7 +7,10 @@ let
     if nightlies ? ${pins.nightly} then
       nightlies.${pins.nightly}.default.override
         {
-          extensions = [ "rust-src" "clippy" "rustfmt" ];
+          # rust-src and the nvptx64 target: kernels/rust (-Zbuild-std=core); the bitcode
+          # linker links nvptx64 crates (kiln-build itself takes the PTX from --emit=asm).
+          extensions = [ "rust-src" "clippy" "rustfmt" "llvm-bitcode-linker-preview" ];
+          targets = [ "nvptx64-nvidia-cuda" ];
         }
     else
       throw "kiln: rust-nightly = \"${pins.nightly}\" (Cargo.toml [workspace.metadata.kiln.toolchain]) is not in the locked rust-overlay; pick a date its manifests/nightly/ lists, or update the rust-overlay input (nix flake update rust-overlay)";
@@ -21,6 +24,8 @@ let
 in
 {
   inherit rust llvm libclang;
+  # The kernel rustc kiln-build uses for kernels/rust: this nightly (matched against rust-nightly).
+  kernelRustc = "${rust}/bin/rustc";
   # bindgen: libclang itself, and the resource dir that belongs to it (its own stddef.h & co).
   libclangPath = "${libclang.lib}/lib";
   clangResourceDir = "${llvm.clang}/resource-root";

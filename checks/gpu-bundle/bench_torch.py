@@ -13,6 +13,10 @@ queue so that Python's launch overhead does not show as GPU idle time (it still 
 exceeds the GPU time); warm-up first; the median of `trials`. kiln and torch both run on the
 legacy default stream. Every call allocates its output, in kiln and in torch alike.
 
+Then the decode-size section (bench_decode.py): 1-token shapes, 1-64 embedding ids and the
+small size, kiln vs torch per call, eager and inside CUDA graphs, plus the host-side
+breakdown of one call (target kiln/torch <= 1.0 in both modes; --decode-only runs just that).
+
 torch baselines: the way a model written in torch does the op (vecadd: a + b; axpby:
 torch.add(x * alpha, y, alpha=beta); silu_mul: F.silu(g) * u; rmsnorm: F.rms_norm; softmax:
 torch.softmax; rope: HF Llama's x * cos + rotate_half(x) * sin with cos/sin precomputed outside
@@ -38,6 +42,7 @@ def main():
     ap.add_argument("--table")
     ap.add_argument("--quick", action="store_true", help="one size, fewer trials")
     ap.add_argument("--elements", type=int, help="one size of this many elements (a multiple of 4096; smoke runs)")
+    ap.add_argument("--decode-only", action="store_true", help="only the decode-size section (bench_decode.py)")
     args = ap.parse_args()
     doc = {"targets": {"fraction_of_copy_at_large": BW_TARGET, "kiln_over_torch": TORCH_TARGET}}
     try:
@@ -112,6 +117,11 @@ def main():
             ("silu_mul", [n], 3 * n * es, lambda: kiln.silu_mul(a, b), lambda: F.silu(a) * b),
             ("rmsnorm", [rows, cols], (2 * rows * cols + cols) * es, lambda: kiln.rmsnorm(x2, w, 1e-6),
              lambda: F.rms_norm(x2, (cols,), w, 1e-6)),
+            # The kernels written in Rust (kernels/rust), against the same torch baselines.
+            ("rs.vecadd", [n], 3 * n * es, lambda: kiln.rs.vecadd(a, b), lambda: a + b),
+            ("rs.silu_mul", [n], 3 * n * es, lambda: kiln.rs.silu_mul(a, b), lambda: F.silu(a) * b),
+            ("rs.rmsnorm", [rows, cols], (2 * rows * cols + cols) * es, lambda: kiln.rs.rmsnorm(x2, w, 1e-6),
+             lambda: F.rms_norm(x2, (cols,), w, 1e-6)),
             ("softmax", [rows, cols], 2 * rows * cols * es, lambda: kiln.softmax(x2), lambda: torch.softmax(x2, -1)),
             ("rope", [tokens, heads, hd], 2 * n * es, lambda: kiln.rope(x3, offset=0), torch_rope),
             ("embedding", [n_ids, dim], 2 * n_ids * dim * es + n_ids * 8, lambda: kiln.embedding(table, ids),
@@ -132,6 +142,8 @@ def main():
         return copy_cache[key]
 
     t0 = time.time()
+    if args.decode_only:
+        sizes = []
     for label, n in sizes:
         reps = 50 if n <= (1 << 20) else 20
         for dtype in ("float32", "float16", "bfloat16"):
@@ -159,13 +171,20 @@ def main():
             del ops
             torch.cuda.empty_cache()
 
+    # Decode sizes: per-call cost, eager and in CUDA graphs (bench_decode.py).
+    import bench_decode
+
+    decode = bench_decode.run(torch, kiln) if not args.elements else []
+    doc["decode_breakdown_host_us"] = bench_decode.breakdown(torch, kiln) if not args.elements else {}
+    decode_ok = [r for r in decode if "error" not in r]
+
     # Compute-bound extras, reported for completeness (not memory-bound, no copy fraction).
     extras = []
-    for name, make in [
+    for name, make in ([] if args.decode_only else [
         ("matmul bf16 8192^3", lambda: _matmul_case(torch, kiln, dev, torch.bfloat16, 8192)),
         ("matmul f16 4096^3", lambda: _matmul_case(torch, kiln, dev, torch.float16, 4096)),
         ("cudnn_softmax f32 16384x4096", lambda: _cudnn_case(torch, kiln, dev)),
-    ]:
+    ]):
         try:
             kfn, tfn, flops = make()
             k, t = timed(kfn, 5), timed(tfn, 5)
@@ -177,17 +196,23 @@ def main():
 
     large = [r for r in rows_out if r.get("size") == "large" and "kiln_ms" in r]
     errors = [r for r in rows_out if "error" in r]
+    decode_met = all(r["meets_target"] for r in decode_ok) and len(decode_ok) == len(decode)
     if args.elements:  # a smoke run: no targets at a custom size
         status = "failed" if errors else "smoke"
+    elif args.decode_only:
+        status = "passed" if decode and decode_met else "failed"
     elif not large:
         status = "error"
     else:
-        status = "passed" if all(r["meets_bandwidth_target"] and r["meets_torch_target"] for r in large) else "failed"
+        status = "passed" if all(r["meets_bandwidth_target"] and r["meets_torch_target"] for r in large) and decode_met else "failed"
     doc.update(
         status=status,
         seconds=time.time() - t0,
         copy_roof_GBps=max((r["copy_GBps"] for r in rows_out if "copy_GBps" in r), default=None),
         rows=rows_out,
+        decode_rows=decode,
+        decode_summary={"cases": len(decode), "meet_target": sum(r.get("meets_target", False) for r in decode),
+                        "errors": len(decode) - len(decode_ok)},
         extras=extras,
         large_summary={
             "cases": len(large),
@@ -196,7 +221,7 @@ def main():
             "errors": sum(1 for r in rows_out if "error" in r),
         },
     )
-    table = _table(rows_out, extras, doc)
+    table = _table(rows_out, extras, doc) + (bench_decode.table(decode) if decode else "")
     print(table)
     json.dump(doc, open(args.out, "w"), indent=1)
     if args.table:

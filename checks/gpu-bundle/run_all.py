@@ -13,8 +13,9 @@ with its status passed / failed / skipped (with the reason), and logs to RESULTS
   install          pip install --no-deps --target <tmp> the wheel
   import           import kiln, build_info(), runtime_libraries(), device_info()
   python-tests     test_kiln_gpu.py: every op vs float64 reference and torch, DLPack contract,
-                   NCCL all-reduce over all visible GPUs
-  torch-bench      bench_torch.py: bandwidth as a fraction of D2D copy, time vs torch
+                   streams and CUDA graphs (check_streams.py), NCCL all-reduce over all GPUs
+  torch-bench      bench_torch.py: bandwidth as a fraction of D2D copy, time vs torch, and the
+                   decode-size section (bench_decode.py: per-call cost, eager and in CUDA graphs)
   doctor, audit    bin/kiln doctor --json, bin/kiln audit WHEEL --json (when bin/kiln exists)
   rust:*           kiln-runtime's runner (bin/run-rust-gpu.sh, crates/kiln-runtime/BUNDLE.md):
                    its GPU tests vs the CPU reference, compute-sanitizer memcheck and racecheck

@@ -41,6 +41,8 @@ import traceback
 
 import numpy as np
 
+import check_streams
+
 F32, F16, BF16 = "float32", "float16", "bfloat16"
 DTYPES = (F32, F16, BF16)
 
@@ -292,6 +294,35 @@ def check_rows(ctx, res, shapes):
                 run_case(res, op, dtype, shape, softmax)
 
 
+def check_rust_kernels(ctx, res, elem_shapes, row_shapes):
+    """kiln.rs.* (the kernels written in Rust, kernels/rust) vs the float64 reference with the
+    C++ ops' tolerances; the second operand of each comparison is the C++ twin's output (so
+    `agrees_with_torch` reads "agrees with the C++ twin" for these rows)."""
+    torch, kiln = ctx.torch, ctx.kiln
+    for dtype in DTYPES:
+        for shape in elem_shapes:
+            def vecadd(shape=shape, dtype=dtype):
+                a, b = ctx.randn(shape, dtype), ctx.randn(shape, dtype)
+                out = from_kiln(torch, kiln.rs.vecadd(a, b))
+                twin = from_kiln(torch, kiln.vecadd(a, b))
+                return f64(out), f64(twin), ref_vecadd(f64(a), f64(b)), *TOL["vecadd"][dtype]
+            run_case(res, "rs.vecadd", dtype, shape, vecadd)
+
+            def silu_mul(shape=shape, dtype=dtype):
+                g, u = ctx.randn(shape, dtype, 3.0), ctx.randn(shape, dtype)
+                out = from_kiln(torch, kiln.rs.silu_mul(g, u))
+                twin = from_kiln(torch, kiln.silu_mul(g, u))
+                return f64(out), f64(twin), ref_silu_mul(f64(g), f64(u)), *TOL["silu_mul"][dtype]
+            run_case(res, "rs.silu_mul", dtype, shape, silu_mul)
+        for shape in row_shapes:
+            def rmsnorm(shape=shape, dtype=dtype):
+                x, w = ctx.randn(shape, dtype), ctx.randn(shape[-1:], dtype)
+                out = from_kiln(torch, kiln.rs.rmsnorm(x, w, 1e-6))
+                twin = from_kiln(torch, kiln.rmsnorm(x, w, 1e-6))
+                return f64(out), f64(twin), ref_rmsnorm(f64(x), f64(w), 1e-6), *TOL["rmsnorm"][dtype]
+            run_case(res, "rs.rmsnorm", dtype, shape, rmsnorm)
+
+
 def torch_rope(torch, x, pos, theta):
     """HF transformers' Llama rotary embedding (cos/sin in float32, applied in x's dtype)."""
     d = x.shape[-1]
@@ -501,7 +532,7 @@ def check_contract(ctx, res):
         out = kiln.vecadd(a, a)
         s = torch.cuda.Stream(device=ctx.dev)
         with torch.cuda.stream(s):
-            t = torch.from_dlpack(out)  # passes s: kiln must synchronize first
+            t = torch.from_dlpack(out)  # passes s: kiln makes s wait for its stream
             r = t * 1.0
         s.synchronize()
         assert torch.equal(r, a + a)
@@ -563,7 +594,7 @@ def _imports():
     return torch, kiln
 
 
-def _run(torch, kiln, quick):
+def _run(torch, kiln, quick, only=None):
     ctx = Ctx(torch, kiln)
     res = Results()
     pick = (lambda s: s[::3]) if quick else (lambda s: s)
@@ -572,12 +603,16 @@ def _run(torch, kiln, quick):
         ("contract", lambda: check_contract(ctx, res)),
         ("elementwise", lambda: check_elementwise(ctx, res, pick(ELEMENTWISE_SHAPES))),
         ("rows", lambda: check_rows(ctx, res, pick(ROW_SHAPES))),
+        ("rust", lambda: check_rust_kernels(ctx, res, pick(ELEMENTWISE_SHAPES), pick(ROW_SHAPES))),
         ("rope", lambda: check_rope(ctx, res, pick(ROPE_SHAPES))),
         ("embedding", lambda: check_embedding(ctx, res, pick(EMBEDDING_SHAPES))),
         ("matmul", lambda: check_matmul(ctx, res, pick(MATMUL_SHAPES))),
+        ("streams", lambda: check_streams.run(ctx, res)),
         ("multi_gpu", lambda: check_multi_gpu(ctx, res)),
         ("all_reduce", lambda: check_all_reduce(ctx, res)),
     ]:
+        if only and name not in only:
+            continue
         before = len(res.cases)
         fails_before = len(res.failures)
         t = time.time()
@@ -596,6 +631,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="every third shape only")
+    ap.add_argument("--only", help="comma-separated groups (contract, elementwise, rows, rope, embedding, "
+                    "matmul, streams, multi_gpu, all_reduce)")
     args = ap.parse_args()
     doc = {"tolerances": {op: {d: {"rtol": r, "atol": a} for d, (r, a) in t.items()} for op, t in TOL.items()},
            "tolerance_rule": "|kiln - ref64| <= atol + rtol*|ref64|; matmul atol is per unit of k; "
@@ -609,7 +646,7 @@ def main():
         return 2
     doc["environment"] = {"torch": torch.__version__, "kiln": kiln.__version__, "gpu": torch.cuda.get_device_name(0),
                           "gpus": torch.cuda.device_count(), "runtime_libraries": kiln.runtime_libraries()}
-    res = _run(torch, kiln, args.quick)
+    res = _run(torch, kiln, args.quick, set(args.only.split(",")) if args.only else None)
     by_op = {}
     for c in res.cases:
         key = f"{c['op']}/{c['dtype']}"

@@ -1,8 +1,11 @@
 # The workspace's tests under cargo-nextest (no GPU in the build sandbox: GPU tests skip
 # themselves when no driver is present). xtask is left out: its tests drive Nix itself and
 # install tools, which the sandbox cannot do; `cargo xtask nix-check` and CI run them.
-{ crates }:
+# cuobjdump (the fatbin tests' independent cross-check) is found through PATH, as outside Nix.
+# `cargo xtask test --only sandbox` runs the same tests the same way without Nix.
+{ crates, cuda }:
 crates.craneLib.cargoNextest (crates.finalArgs // {
+  nativeBuildInputs = crates.finalArgs.nativeBuildInputs ++ [ cuda.cuda_cuobjdump ];
   cargoNextestExtraArgs = "--workspace --exclude xtask --no-tests=warn";
   partitions = 1;
   partitionType = "count";

@@ -19,24 +19,43 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-/// nvcc from CUDA_HOME (set by `cargo xtask test` / `.toolchain/env`); a clear failure otherwise.
+/// nvcc from CUDA_HOME (set by `cargo xtask test`, `.toolchain/env` and the Nix derivations); a
+/// clear failure otherwise.
 fn nvcc() -> PathBuf {
-    let home = std::env::var_os("CUDA_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".toolchain/cuda/nvidia/cu13"));
+    let home = std::env::var_os("CUDA_HOME").map(PathBuf::from).unwrap_or_else(|| {
+        panic!("CUDA_HOME is not set: run the tests with `cargo xtask test` (it bootstraps the pinned CUDA and sets CUDA_HOME) or in `nix develop`")
+    });
     let nvcc = home.join("bin/nvcc");
-    assert!(nvcc.exists(), "nvcc not found at {}: run the tests with `cargo xtask test` (it bootstraps the pinned CUDA and sets CUDA_HOME)", nvcc.display());
+    assert!(
+        nvcc.exists(),
+        "nvcc not found at {} (CUDA_HOME): run the tests with `cargo xtask test` or in `nix develop`",
+        nvcc.display()
+    );
     nvcc
 }
 
+/// cuobjdump, located the way every build environment provides tools: `CUOBJDUMP`, else PATH
+/// (the Nix derivation puts cudaPackages.cuda_cuobjdump there; `cargo xtask` its bootstrapped
+/// copy), else `$CUDA_HOME/bin`. Never a checkout-relative path: a Nix build has no .toolchain/.
 fn cuobjdump() -> PathBuf {
-    let p = repo().join(".toolchain/cuda-tools/nvidia/cu13/bin/cuobjdump");
-    assert!(
-        p.exists(),
-        "cuobjdump not found at {}: run `cargo xtask bootstrap`",
-        p.display()
-    );
-    p
+    let from_env = std::env::var_os("CUOBJDUMP").map(PathBuf::from);
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("cuobjdump"))
+            .find(|c| c.is_file())
+    });
+    let in_cuda_home =
+        std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("bin/cuobjdump"));
+    from_env
+        .or(on_path)
+        .or(in_cuda_home)
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "cuobjdump not found (CUOBJDUMP, PATH, $CUDA_HOME/bin): run the tests through `cargo xtask test` \
+                 (it puts the bootstrapped cuobjdump on PATH) or in `nix develop`"
+            )
+        })
 }
 
 fn run(cmd: &mut Command) -> String {

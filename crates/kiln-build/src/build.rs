@@ -13,6 +13,7 @@ use kiln_manifest::Manifest;
 
 use crate::derived_manifest;
 use crate::progress::{self, Summary};
+use crate::rust::{self, PtxasJob, RustCrate, RustPtxJob};
 use crate::toolkit::{self, Toolkit};
 use crate::{abi, deps, fatbin, pool};
 
@@ -116,6 +117,18 @@ impl KernelBuild {
         let nvcc = toolkit::locate(&*self.env, self.pins.root())?;
         let tk = toolkit::preflight(&nvcc, &self.pins)?;
         let sources = sources(&self.kernels_dir)?;
+        // The Rust kernel crate, if any: its rustc is checked before anything compiles too.
+        let rust_crate = RustCrate::discover(&self.kernels_dir)?;
+        let rustc = match &rust_crate {
+            Some(_) => Some(rust::locate(&*self.env, &self.pins)?),
+            None => None,
+        };
+        if let (true, Some(krate)) = (self.cargo, &rust_crate) {
+            println!("cargo:rerun-if-env-changed=KILN_KERNEL_RUSTC");
+            for f in &krate.files {
+                println!("cargo:rerun-if-changed={}", f.display());
+            }
+        }
         let flags = flags(&include_dir);
         let cache = Cache::new(self.cache_dir.clone())?;
         std::fs::create_dir_all(&self.out_dir)
@@ -155,20 +168,96 @@ impl KernelBuild {
             }
         }
 
-        let compiled = self.run_compiles(&tk, &flags, &cache, &compile_jobs)?;
+        let rust_job = match (&rust_crate, &rustc) {
+            (Some(krate), Some(rc)) => Some(RustPtxJob::new(krate.clone(), rc, &self.kernels_dir)?),
+            _ => None,
+        };
+        // The Rust crate compiles while the nvcc jobs do (it takes a jobserver token too).
+        let (compiled, rust_ptx) = std::thread::scope(|s| {
+            let rust = s.spawn(|| {
+                let (Some(job), Some(rc)) = (&rust_job, &rustc) else {
+                    return Ok(None);
+                };
+                let r = pool::run(
+                    std::slice::from_ref(job),
+                    &self.client,
+                    |j| j.run(rc, &cache, &self.client),
+                    |_, r| {
+                        if let (true, Ok(o)) = (self.progress, r) {
+                            if !o.cached {
+                                progress::job_line(
+                                    1,
+                                    1,
+                                    "compiled",
+                                    rust::CRATE_DIR,
+                                    rust::PTX_CPU,
+                                    o.elapsed,
+                                );
+                            }
+                        }
+                    },
+                );
+                r.into_iter().next().expect("one job").map(Some)
+            });
+            let compiled = self.run_compiles(&tk, &flags, &cache, &compile_jobs);
+            (
+                compiled,
+                rust.join().expect("the Rust kernel job does not panic"),
+            )
+        });
+        let (compiled, rust_ptx) = (compiled?, rust_ptx?);
+        let mut rust_outcomes: Vec<Outcome> = rust_ptx.iter().cloned().collect();
+        let ptxas_jobs: Vec<PtxasJob> = match &rust_ptx {
+            Some(ptx) => targets
+                .iter()
+                .filter(|t| t.kind == kiln_pins::TargetKind::Sass)
+                .map(|t| PtxasJob::new(*t, &ptx.output, &tk))
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        let ptxas_done = first_error(pool::run(
+            &ptxas_jobs,
+            &self.client,
+            |j| j.run(&tk, &cache),
+            |j, r| {
+                if let (true, Ok(o)) = (self.progress, r) {
+                    if !o.cached {
+                        progress::job_line(1, 1, "ptxas", "rust", &j.target.name(), o.elapsed);
+                    }
+                }
+            },
+        ))?;
         let link_jobs: Vec<LinkJob> = targets
             .iter()
             .map(|t| {
+                let rust_objects = ptxas_jobs
+                    .iter()
+                    .zip(&ptxas_done)
+                    .filter(|(j, _)| j.target == *t)
+                    .map(|(j, o)| (j.key.clone(), o.output.clone()));
                 let inputs = compile_jobs
                     .iter()
                     .zip(&compiled)
                     .filter(|(j, _)| j.target == *t)
                     .map(|(j, o)| (j.key.clone(), o.output.clone()))
+                    .chain(rust_objects)
                     .collect();
                 LinkJob::new(*t, inputs, &tk)
             })
             .collect();
-        let linked = self.run_links(&tk, &cache, &link_jobs)?;
+        let mut linked = self.run_links(&tk, &cache, &link_jobs)?;
+        rust_outcomes.extend(ptxas_done);
+        // A +PTX target's module is PTX: the Rust PTX is appended to the linked C++ PTX.
+        if let Some(ptx) = &rust_ptx {
+            for (job, out) in link_jobs.iter().zip(linked.iter_mut()) {
+                if job.target.kind == kiln_pins::TargetKind::Ptx {
+                    let merged =
+                        rust::merge_ptx(&tk, &cache, job.target, &out.output, &ptx.output)?;
+                    out.output = merged.output.clone();
+                    rust_outcomes.push(merged);
+                }
+            }
+        }
 
         // What each linked output really holds.
         let names = sources
@@ -185,6 +274,11 @@ impl KernelBuild {
         for (job, out) in link_jobs.iter().zip(&linked) {
             derived_manifest::add_output(&mut manifest, job.target, &out.output)?;
         }
+        let (rust_kernels, rustc_vv) = match (&rust_ptx, &rustc) {
+            (Some(ptx), Some(rc)) => (rust::kernels(&ptx.output)?, rc.version_verbose.clone()),
+            _ => (Vec::new(), String::new()),
+        };
+        derived_manifest::record_languages(&mut manifest, &rust_kernels, &rustc_vv);
         let gaps = manifest.gaps();
         if !gaps.is_empty() {
             let list: Vec<String> = gaps
@@ -229,6 +323,8 @@ impl KernelBuild {
             cached: compiled.iter().filter(|o| o.cached).count(),
             link_jobs: link_jobs.len(),
             linked: linked.iter().filter(|o| !o.cached).count(),
+            rust_jobs: rust_outcomes.len(),
+            rust_compiled: rust_outcomes.iter().filter(|o| !o.cached).count(),
             wall_seconds: started.elapsed().as_secs_f64(),
             fatbin_bytes: std::fs::metadata(&fatbin_path)
                 .map(|m| m.len())

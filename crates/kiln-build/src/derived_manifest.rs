@@ -24,15 +24,28 @@ pub fn new(pins: &Pins, nvcc_version: &str, flags: &[String], sources: Vec<Strin
             clang_major: t.clang_major,
             libclang: t.libclang_ng.clone(),
             rust_nightly: t.rust_nightly.clone(),
+            kernel_rustc: t.kernel_rustc.clone(),
             maturin: t.maturin.clone(),
-            cudnn: t.cudnn.clone(),
-            nccl: t.nccl.clone(),
+            // The exact runtime releases the build and tests use (Nix gives the same ones:
+            // checks/nix/facts/nixpkgs.toml); the wheel declares their ranges.
+            cudnn: runtime_version(pins, "cudnn"),
+            nccl: runtime_version(pins, "nccl"),
         },
         flags: flags.to_vec(),
         sources,
         targets: Vec::new(),
         provenance: Provenance::default(),
+        kernel_languages: Default::default(),
+        kernel_rustc_version: String::new(),
     }
+}
+
+/// The exact pinned release of a runtime library, or "" when the pins have none.
+fn runtime_version(pins: &Pins, name: &str) -> String {
+    pins.runtime
+        .get(name)
+        .map(|l| l.version.clone())
+        .unwrap_or_default()
 }
 
 /// Reads the kernels out of one linked output and records them.
@@ -68,4 +81,23 @@ pub fn add_output(
     };
     manifest.targets.push(entry);
     Ok(())
+}
+
+/// Records which kernels came from Rust (the rest of every target's kernels are CUDA C++) and
+/// the exact rustc that compiled them. Call after every output was added.
+pub fn record_languages(manifest: &mut Manifest, rust_kernels: &[String], rustc_vv: &str) {
+    let all: Vec<String> = manifest
+        .all_kernels()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    for k in all {
+        let language = if rust_kernels.contains(&k) {
+            "rust"
+        } else {
+            "cuda"
+        };
+        manifest.kernel_languages.insert(k, language.into());
+    }
+    manifest.kernel_rustc_version = rustc_vv.to_string();
 }

@@ -55,6 +55,8 @@ pub enum BuildError {
     },
     #[error("{0}")]
     Env(String),
+    #[error("kernel rustc: {0}")]
+    KernelRustc(String),
 }
 
 pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BuildError {

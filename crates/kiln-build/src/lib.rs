@@ -15,6 +15,8 @@
 //! [`cache`] -> [`pool`] runs them under cargo's jobserver -> [`fatbin`] combines them ->
 //! [`derived_manifest`] lists the kernels each output really holds -> [`abi`] runs bindgen;
 //! [`progress`] prints the job lines and the summary.
+//! A `kernels/rust` crate is the second source kind ([`rust`]): one PTX from the kernel rustc,
+//! `ptxas` per SASS target, linked by the same `nvlink` into the same per-target modules.
 
 pub mod abi;
 pub mod cache;
@@ -26,6 +28,7 @@ pub mod jobs;
 pub mod pool;
 pub mod progress;
 pub mod provenance;
+pub mod rust;
 pub mod toolkit;
 
 mod build;

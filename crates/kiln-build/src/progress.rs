@@ -14,6 +14,12 @@ pub struct Summary {
     pub cached: usize,
     pub link_jobs: usize,
     pub linked: usize,
+    /// Jobs of the Rust kernel crate (its PTX, ptxas per SASS target, PTX merges; 0 without
+    /// kernels/rust), and how many of them ran (not from the cache).
+    #[serde(default)]
+    pub rust_jobs: usize,
+    #[serde(default)]
+    pub rust_compiled: usize,
     pub wall_seconds: f64,
     pub fatbin_bytes: u64,
 }
@@ -22,7 +28,7 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "kiln-build: {} sources x {} targets ({}): {} compile jobs, {} compiled, {} cached; {} of {} links run; fatbin {} bytes; {:.2} s",
+            "kiln-build: {} sources x {} targets ({}): {} compile jobs, {} compiled, {} cached; {} of {} links run; {} of {} Rust kernel jobs run; fatbin {} bytes; {:.2} s",
             self.sources,
             self.targets.len(),
             self.targets.join(" "),
@@ -31,6 +37,8 @@ impl fmt::Display for Summary {
             self.cached,
             self.linked,
             self.link_jobs,
+            self.rust_compiled,
+            self.rust_jobs,
             self.fatbin_bytes,
             self.wall_seconds
         )

@@ -15,6 +15,7 @@
 //! | `toolchain.host-compiler` | build | nvcc accepts the host compiler: a kernel with host code compiles |
 //! | `toolchain.libclang` | build | libclang loads as bindgen loads it, has the pinned major, and `<stddef.h>` resolves (resource dir) |
 //! | `toolchain.rustc` | build | rustc stable >= the workspace rust-version, or the flake's pinned nightly |
+//! | `toolchain.kernel-rustc` | build | the rustc for kernels/rust (nvptx64): the pinned `kernel-rustc` release or the flake's nightly, with rust-src and cargo beside it |
 //! | `toolchain.maturin` | build | maturin found and pinned (missing: warn, only the wheel needs it) |
 //! | `driver.libcuda` | run | `libcuda.so.1` loads (by that exact name), and from where |
 //! | `driver.init` | run | cuInit(0) succeeds (CUDA_ERROR_STUB_LIBRARY = a stub, explained) |
@@ -84,6 +85,7 @@ pub const CHECK_IDS: &[&str] = &[
     "toolchain.host-compiler",
     "toolchain.libclang",
     "toolchain.rustc",
+    "toolchain.kernel-rustc",
     "toolchain.maturin",
     "driver.libcuda",
     "driver.init",
@@ -216,6 +218,7 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
         opts.probe.as_ref(),
     ));
     checks.push(toolchain_checks::rustc(env, &pins));
+    checks.push(toolchain_checks::kernel_rustc(env, &pins));
     checks.push(toolchain_checks::maturin(env, &pins, &workspace));
 
     let driver = driver::probe();

@@ -278,6 +278,41 @@ pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCo
     )
 }
 
+/// `toolchain.kernel-rustc`: the rustc that compiles kernels/rust for nvptx64 (the pinned
+/// `kernel-rustc` release or the flake's nightly, with rust-src and cargo beside it), found
+/// exactly as kiln-build finds it.
+pub fn kernel_rustc(env: &Env, pins: &Pins) -> Check {
+    const ID: &str = "toolchain.kernel-rustc";
+    match kiln_build::rust::locate(&|k: &str| env.get(k).map(|v| v.to_os_string()), pins) {
+        Ok(r) => {
+            let field = |k: &str| {
+                r.version_verbose
+                    .lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .unwrap_or("?")
+                    .trim()
+                    .to_string()
+            };
+            Check::ok(
+                ID,
+                Scope::Build,
+                format!(
+                    "rustc {} (LLVM {}) at {} builds kernels/rust for {} (rust-src present)",
+                    field("release:"),
+                    field("LLVM version:"),
+                    r.rustc.display(),
+                    kiln_build::rust::DEVICE_TARGET
+                ),
+            )
+            .with_fact("path", r.rustc.display().to_string())
+            .with_fact("release", field("release:"))
+        }
+        Err(e) => {
+            Check::fail(ID, Scope::Build, e.to_string()).with_fix(kiln_build::rust::INSTALL_HINT)
+        }
+    }
+}
+
 /// `toolchain.rustc`: stable is what builds here; the flake's nightly is for Nix users.
 pub fn rustc(env: &Env, pins: &Pins) -> Check {
     const ID: &str = "toolchain.rustc";

@@ -281,7 +281,7 @@ pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
                 ),
             )
             .with_fix(format!(
-                "`python3 -m pip install {}`, and put its lib dir first",
+                "`python3 -m pip install '{}'`, and put its lib dir first",
                 lib.requirement()
             ))
         } else if missing.is_empty() {
@@ -301,7 +301,7 @@ pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
                     lib.lib_dir
                 ),
             )
-            .with_fix(format!("`python3 -m pip install {}` (the wheel's Requires-Dist pulls it in too)", lib.requirement()))
+            .with_fix(format!("`python3 -m pip install '{}'` (the wheel's Requires-Dist pulls it in too)", lib.requirement()))
         };
         checks.push(check.with_subject(name.clone()));
     }

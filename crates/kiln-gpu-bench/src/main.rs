@@ -3,8 +3,9 @@
 //!
 //! Bandwidth counts bytes read + written once (what the op must move); time is CUDA-event time
 //! on the default stream, median over batches of back-to-back calls, after warmup. Every call
-//! allocates its output, as users' calls do (stream-ordered pool allocation), and the copy
-//! baseline does the same. JSON on stdout, or to --out.
+//! allocates its output, as users' calls do (kiln's per-stream block cache, see
+//! kiln-runtime's cache.rs), and the copy baseline does the same. JSON on stdout, or to --out.
+//! `--percall`: the host cost of each step of a decode-sized call instead (percall.rs).
 
 use std::process::ExitCode;
 
@@ -30,7 +31,16 @@ struct Args {
     /// Calls per batch.
     #[arg(long, default_value_t = 10)]
     per_batch: usize,
+    /// Measure only these ops (comma-separated, e.g. `vecadd,silu_mul,rmsnorm`; a Rust
+    /// kernel `rs.X` runs with its C++ twin X). Default: every op, and the bf16 matmul.
+    #[arg(long, value_delimiter = ',')]
+    ops: Vec<String>,
+    /// Only the host cost of each step of a decode-sized call (JSON), no bandwidth table.
+    #[arg(long)]
+    percall: bool,
 }
+
+mod percall;
 
 #[derive(Serialize)]
 struct Row {
@@ -132,6 +142,13 @@ fn run(args: &Args) -> Result<Report, Error> {
     let (major, minor) = gpu.compute_capability()?;
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
+    let want = |op: &str| {
+        args.ops.is_empty()
+            || args
+                .ops
+                .iter()
+                .any(|o| o == op || o.strip_prefix("rs.") == Some(op))
+    };
     for dtype in DType::FLOATS {
         // One embedding table per dtype (32000 × 4096, Llama-sized), shared by all sizes.
         let table = tensor(&gpu, VOCAB * COLS, dtype, vec![VOCAB, COLS], 4)?;
@@ -171,39 +188,71 @@ fn run(args: &Args) -> Result<Report, Error> {
                 (copy_ms, copy_min),
                 Some("cuMemcpyDtoDAsync into a fresh allocation: the roof"),
             );
-            push(
-                "vecadd",
-                vec![n],
-                3 * nb,
-                b.time(|| gpu.vecadd(&xv, &yv).map(drop))?,
-                None,
-            );
-            push(
-                "axpby",
-                vec![n],
-                3 * nb,
-                b.time(|| gpu.axpby(&xv, &yv, 0.5, 2.0).map(drop))?,
-                None,
-            );
-            push(
-                "silu_mul",
-                vec![n],
-                3 * nb,
-                b.time(|| gpu.silu_mul(&xv, &yv).map(drop))?,
-                None,
-            );
+            if want("vecadd") {
+                push(
+                    "vecadd",
+                    vec![n],
+                    3 * nb,
+                    b.time(|| gpu.vecadd(&xv, &yv).map(drop))?,
+                    None,
+                );
+                push(
+                    "rs.vecadd",
+                    vec![n],
+                    3 * nb,
+                    b.time(|| gpu.rs().vecadd(&xv, &yv).map(drop))?,
+                    Some("the Rust kernel (kernels/rust), twin of vecadd"),
+                );
+            }
+            if want("axpby") {
+                push(
+                    "axpby",
+                    vec![n],
+                    3 * nb,
+                    b.time(|| gpu.axpby(&xv, &yv, 0.5, 2.0).map(drop))?,
+                    None,
+                );
+            }
+            if want("silu_mul") {
+                push(
+                    "silu_mul",
+                    vec![n],
+                    3 * nb,
+                    b.time(|| gpu.silu_mul(&xv, &yv).map(drop))?,
+                    None,
+                );
+                push(
+                    "rs.silu_mul",
+                    vec![n],
+                    3 * nb,
+                    b.time(|| gpu.rs().silu_mul(&xv, &yv).map(drop))?,
+                    Some("the Rust kernel (kernels/rust), twin of silu_mul"),
+                );
+            }
 
             let rows_n = n / COLS;
             let xr = View::new(x.ptr(), dtype, vec![rows_n, COLS]);
             let w = tensor(&gpu, COLS, dtype, vec![COLS], 3)?;
             let wv = w.view();
-            push(
-                "rmsnorm",
-                vec![rows_n, COLS],
-                2 * nb + COLS as u64 * es,
-                b.time(|| gpu.rmsnorm(&xr, &wv, 1e-6).map(drop))?,
-                None,
-            );
+            if want("rmsnorm") {
+                push(
+                    "rmsnorm",
+                    vec![rows_n, COLS],
+                    2 * nb + COLS as u64 * es,
+                    b.time(|| gpu.rmsnorm(&xr, &wv, 1e-6).map(drop))?,
+                    None,
+                );
+                push(
+                    "rs.rmsnorm",
+                    vec![rows_n, COLS],
+                    2 * nb + COLS as u64 * es,
+                    b.time(|| gpu.rs().rmsnorm(&xr, &wv, 1e-6).map(drop))?,
+                    Some("the Rust kernel (kernels/rust), twin of rmsnorm"),
+                );
+            }
+            if !want("softmax") && !want("cudnn_softmax") && !want("rope") && !want("embedding") {
+                continue;
+            }
             push(
                 "softmax",
                 vec![rows_n, COLS],
@@ -254,7 +303,7 @@ fn run(args: &Args) -> Result<Report, Error> {
             );
         }
     }
-    let matmul_bf16_tflops = if args.quick {
+    let matmul_bf16_tflops = if args.quick || !args.ops.is_empty() {
         None
     } else {
         let s = 8192;
@@ -283,6 +332,30 @@ fn run(args: &Args) -> Result<Report, Error> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.percall {
+        let steps = Gpu::new(args.device).and_then(|g| percall::run(&g));
+        return match steps {
+            Ok(steps) => {
+                for s in &steps {
+                    eprintln!("{:>9.0} ns  {}", s.ns_per_call, s.what);
+                }
+                let json = serde_json::to_string_pretty(&steps).expect("serialisable");
+                match &args.out {
+                    Some(p) => {
+                        std::fs::write(p, json).map_or(ExitCode::from(2), |_| ExitCode::SUCCESS)
+                    }
+                    None => {
+                        println!("{json}");
+                        ExitCode::SUCCESS
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("kiln-gpu-bench: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let report = match run(&args) {
         Ok(r) => r,
         Err(e) => {

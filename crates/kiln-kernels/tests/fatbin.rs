@@ -20,14 +20,28 @@ fn pins() -> Pins {
     Pins::load(&repo_root().join("Cargo.toml")).unwrap()
 }
 
+/// cuobjdump, located the way every build environment provides tools: `CUOBJDUMP`, else PATH
+/// (the Nix derivation puts cudaPackages.cuda_cuobjdump there; `cargo xtask` its bootstrapped
+/// copy), else `$CUDA_HOME/bin`. Never a checkout-relative path: a Nix build has no .toolchain/.
 fn cuobjdump() -> PathBuf {
-    let p = repo_root().join(".toolchain/cuda-tools/nvidia/cu13/bin/cuobjdump");
-    assert!(
-        p.is_file(),
-        "cuobjdump missing: run `cargo xtask bootstrap` ({} not found)",
-        p.display()
-    );
-    p
+    let from_env = std::env::var_os("CUOBJDUMP").map(PathBuf::from);
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("cuobjdump"))
+            .find(|c| c.is_file())
+    });
+    let in_cuda_home =
+        std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("bin/cuobjdump"));
+    from_env
+        .or(on_path)
+        .or(in_cuda_home)
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "cuobjdump not found (CUOBJDUMP, PATH, $CUDA_HOME/bin): run the tests through `cargo xtask test` \
+                 (it puts the bootstrapped cuobjdump on PATH) or in `nix develop`"
+            )
+        })
 }
 
 /// `cuobjdump ARGS FILE` stdout.
@@ -153,6 +167,80 @@ fn every_kernel_is_present_for_every_target() {
             "PTX ISA {isa} is newer than driver {} can JIT",
             pins.min_driver
         );
+    }
+}
+
+/// cuobjdump, independently of kiln's own readers: every Rust kernel (kernels/rust) is an entry
+/// of every SASS target's cubin (`--dump-elf-symbols`, per `arch =` block) and of every PTX
+/// target's PTX (`--dump-ptx`), and the manifest records them as "rust" with the rustc.
+#[test]
+fn every_rust_kernel_is_in_every_target_per_cuobjdump() {
+    let manifest = kiln_kernels::manifest();
+    let rust: Vec<&str> = manifest.kernels_in("rust");
+    let mut want = Vec::new();
+    for op in ["vecadd", "silu_mul", "rmsnorm"] {
+        for dtype in ["f32", "f16", "bf16"] {
+            want.push(format!("rs_{op}_{dtype}"));
+        }
+    }
+    let mut sorted = want.clone();
+    sorted.sort();
+    assert_eq!(rust, sorted, "the manifest's Rust kernels");
+    assert!(manifest.kernel_rustc_version.contains("release: "));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("kernels.fatbin");
+    std::fs::write(&file, kiln_kernels::fatbin()).unwrap();
+    // One block per image: "Fatbin elf code:" / "Fatbin ptx code:", then "arch = sm_NN".
+    let per_arch = |listing: &str, header: &str| -> Vec<(String, String)> {
+        listing
+            .split(header)
+            .skip(1)
+            .map(|block| {
+                let arch = block
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("arch = "))
+                    .unwrap_or("?")
+                    .to_string();
+                (arch, block.to_string())
+            })
+            .collect()
+    };
+    let elf = per_arch(
+        &cuobjdump_on(&["--dump-elf-symbols"], &file),
+        "Fatbin elf code:",
+    );
+    let ptx = per_arch(&cuobjdump_on(&["--dump-ptx"], &file), "Fatbin ptx code:");
+    let pins = pins();
+    let targets = pins.matrix.targets();
+    let sass = targets
+        .iter()
+        .filter(|t| t.kind == TargetKind::Sass)
+        .count();
+    let ptx_targets = targets.iter().filter(|t| t.kind == TargetKind::Ptx).count();
+    assert_eq!(
+        (elf.len(), ptx.len()),
+        (sass, ptx_targets),
+        "one image per target"
+    );
+    for (arch, block) in &elf {
+        for k in &want {
+            assert!(
+                block
+                    .lines()
+                    .any(|l| l.contains("STO_ENTRY")
+                        && l.split_whitespace().last() == Some(k.as_str())),
+                "cuobjdump: {k} is not an entry of the {arch} cubin"
+            );
+        }
+    }
+    for (arch, block) in &ptx {
+        for k in &want {
+            assert!(
+                block.contains(&format!(".entry {k}(")),
+                "cuobjdump: {k} is not in the {arch} PTX"
+            );
+        }
     }
 }
 

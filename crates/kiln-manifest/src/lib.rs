@@ -2,7 +2,7 @@
 //! kernels each target really holds), plus the pins and tool versions it was built with.
 //! Written by kiln-build, embedded by kiln-kernels, read by `kiln audit` and `kiln.build_info()`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_pins::{Target, TargetKind};
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,9 @@ pub struct Toolchain {
     pub clang_major: u32,
     pub libclang: String,
     pub rust_nightly: String,
+    /// The kernel rustc pin without Nix (`kernel-rustc`); absent in older manifests.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kernel_rustc: String,
     pub maturin: String,
     pub cudnn: String,
     pub nccl: String,
@@ -61,6 +64,13 @@ pub struct Manifest {
     pub targets: Vec<TargetKernels>,
     #[serde(default)]
     pub provenance: Provenance,
+    /// Source language of every kernel: "cuda" (kernels/*.cu) or "rust" (kernels/rust).
+    /// Empty in manifests written before kiln had Rust kernels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_languages: BTreeMap<String, String>,
+    /// `rustc -vV` of the rustc that compiled the Rust kernels ("" when there are none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kernel_rustc_version: String,
 }
 
 impl Manifest {
@@ -84,6 +94,15 @@ impl Manifest {
             }
         }
         gaps
+    }
+
+    /// The kernels written in `language` ("cuda", "rust"), sorted.
+    pub fn kernels_in(&self, language: &str) -> Vec<&str> {
+        self.kernel_languages
+            .iter()
+            .filter(|(_, l)| *l == language)
+            .map(|(k, _)| k.as_str())
+            .collect()
     }
 
     pub fn to_json(&self) -> String {

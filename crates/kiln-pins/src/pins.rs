@@ -19,11 +19,10 @@ pub struct Toolchain {
     pub libclang_ng: String,
     /// rust-overlay nightly date, "YYYY-MM-DD".
     pub rust_nightly: String,
+    /// Exact `rustc -vV` release of the kernel rustc without Nix (kernels/rust, built for
+    /// nvptx64-nvidia-cuda with `-Zbuild-std=core`; Debian's rustc-web + rust-web-src).
+    pub kernel_rustc: String,
     pub maturin: String,
-    /// cuDNN "major.minor".
-    pub cudnn: String,
-    /// NCCL "major.minor".
-    pub nccl: String,
 }
 
 impl Toolchain {
@@ -38,22 +37,119 @@ impl Toolchain {
 }
 
 /// A runtime library the wheel reaches, and the PyPI wheel that carries it.
+///
+/// Two kinds of pin: `version`, the exact release the build, the tests and the bootstrap use
+/// (reproducibility; for cuDNN and NCCL the release the locked nixpkgs gives), and `requires`,
+/// the range the wheel declares (installability beside torch & co.): the ABI kiln needs, the
+/// soname's major from the oldest minor kiln supports, `>=MAJOR.MINOR,<MAJOR+1`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct RuntimeLib {
     /// PyPI distribution name, e.g. "nvidia-cudnn-cu13".
     pub wheel: String,
+    /// Exact release, e.g. "9.22.0.52".
     pub version: String,
+    /// Declared range, e.g. ">=9.19,<10".
+    pub requires: String,
     /// Where the wheel puts its libraries, relative to site-packages.
     pub lib_dir: String,
     pub sonames: Vec<String>,
 }
 
+/// What a runtime pin's `requires` says about the ABI: the soname major and the oldest minor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbiRange {
+    pub major: u64,
+    pub min_minor: u64,
+}
+
 impl RuntimeLib {
-    /// The Requires-Dist line for this library: `nvidia-cudnn-cu13==9.27.0.42`.
+    /// The Requires-Dist line for this library, the declared range:
+    /// `nvidia-cudnn-cu13>=9.19,<10`.
     pub fn requirement(&self) -> String {
+        format!("{}{}", self.wheel, self.requires)
+    }
+
+    /// The exact pin as a requirement, for installs that must be reproducible (bootstrap,
+    /// tests): `nvidia-cudnn-cu13==9.22.0.52`.
+    pub fn exact_requirement(&self) -> String {
         format!("{}=={}", self.wheel, self.version)
     }
+
+    /// The ABI range `requires` states (validated by [`Pins::parse`]).
+    pub fn abi(&self) -> AbiRange {
+        parse_abi_range(&self.requires).expect("validated in Pins::parse")
+    }
+
+    /// The soname major every `sonames` entry carries (`libcudnn.so.9` -> 9).
+    fn soname_majors(&self) -> Vec<Option<u64>> {
+        self.sonames
+            .iter()
+            .map(|s| {
+                s.rsplit_once(".so.")
+                    .and_then(|(_, v)| v.split('.').next()?.parse().ok())
+            })
+            .collect()
+    }
+}
+
+/// `>=MAJOR.MINOR,<MAJOR+1` (spaces allowed around the comma), nothing else: the one shape of
+/// range that states an ABI (a soname major and the oldest minor) and that Nix can read too.
+fn parse_abi_range(requires: &str) -> Option<AbiRange> {
+    let (low, high) = requires.split_once(',')?;
+    let low = low.trim().strip_prefix(">=")?;
+    let high = high.trim().strip_prefix('<')?;
+    if high.starts_with('=') {
+        return None;
+    }
+    let (major, minor) = low.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(major) || !digits(minor) || !digits(high) {
+        return None;
+    }
+    let major: u64 = major.parse().ok()?;
+    let min_minor: u64 = minor.parse().ok()?;
+    (high.parse::<u64>().ok()? == major + 1).then_some(AbiRange { major, min_minor })
+}
+
+/// The exact pin must lie inside the declared range (PEP 440 semantics, as pip decides it), and
+/// the range's major must be the sonames' major.
+fn validate_runtime(name: &str, lib: &RuntimeLib) -> Result<(), PinsError> {
+    use std::str::FromStr;
+    validate_version(&format!("runtime.{name}.version"), &lib.version)?;
+    if lib.sonames.is_empty() {
+        return Err(PinsError::Invalid(format!(
+            "runtime.{name}.sonames is empty"
+        )));
+    }
+    let abi = parse_abi_range(&lib.requires).ok_or_else(|| {
+        PinsError::Invalid(format!(
+            "runtime.{name}.requires = {:?} is not an ABI range \">=MAJOR.MINOR,<MAJOR+1\" (e.g. \">=9.19,<10\")",
+            lib.requires
+        ))
+    })?;
+    let specifiers = pep440_rs::VersionSpecifiers::from_str(&lib.requires).map_err(|e| {
+        PinsError::Invalid(format!("runtime.{name}.requires = {:?}: {e}", lib.requires))
+    })?;
+    let exact = pep440_rs::Version::from_str(&lib.version).map_err(|e| {
+        PinsError::Invalid(format!("runtime.{name}.version = {:?}: {e}", lib.version))
+    })?;
+    if !specifiers.contains(&exact) {
+        return Err(PinsError::Invalid(format!(
+            "runtime.{name}: the exact pin version = \"{}\" is outside the declared range requires = \"{}\"; \
+             move one of them in Cargo.toml [workspace.metadata.kiln.runtime.{name}]",
+            lib.version, lib.requires
+        )));
+    }
+    for (soname, major) in lib.sonames.iter().zip(lib.soname_majors()) {
+        if major != Some(abi.major) {
+            return Err(PinsError::Invalid(format!(
+                "runtime.{name}: requires = \"{}\" states ABI major {}, but soname {soname} is not major {}",
+                lib.requires, abi.major, abi.major
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// How the wheel is finalized after maturin (`[workspace.metadata.kiln.wheel]`).
@@ -157,8 +253,7 @@ impl Pins {
             ("cuda-tools", &raw.toolchain.cuda_tools),
             ("libclang-ng", &raw.toolchain.libclang_ng),
             ("maturin", &raw.toolchain.maturin),
-            ("cudnn", &raw.toolchain.cudnn),
-            ("nccl", &raw.toolchain.nccl),
+            ("kernel-rustc", &raw.toolchain.kernel_rustc),
         ] {
             validate_version(field, value)?;
         }
@@ -186,12 +281,7 @@ impl Pins {
             validate_version(&format!("test-tools.{name}"), version)?;
         }
         for (name, lib) in &raw.runtime {
-            validate_version(&format!("runtime.{name}.version"), &lib.version)?;
-            if lib.sonames.is_empty() {
-                return Err(PinsError::Invalid(format!(
-                    "runtime.{name}.sonames is empty"
-                )));
-            }
+            validate_runtime(name, lib)?;
         }
         if let Some(w) = &raw.wheel {
             if w.glibc().is_none() {
@@ -335,6 +425,87 @@ mod tests {
             workspace_toml().replacen("manylinux = \"manylinux_2_34\"", "manylinux = \"2_34\"", 1);
         let e = Pins::parse(&text, Path::new("C")).unwrap_err().to_string();
         assert!(e.contains("PEP 600"), "{e}");
+    }
+
+    #[test]
+    fn runtime_pins_have_an_exact_version_inside_an_abi_range() {
+        let pins = Pins::parse(&workspace_toml(), Path::new("Cargo.toml")).unwrap();
+        for (name, lib) in &pins.runtime {
+            let abi = lib.abi();
+            assert!(
+                lib.version.starts_with(&format!("{}.", abi.major)),
+                "{name}: {lib:?}"
+            );
+            assert_eq!(lib.requirement(), format!("{}{}", lib.wheel, lib.requires));
+            assert_eq!(
+                lib.exact_requirement(),
+                format!("{}=={}", lib.wheel, lib.version)
+            );
+        }
+        let cudnn = &pins.runtime["cudnn"];
+        assert_eq!(
+            cudnn.abi(),
+            AbiRange {
+                major: 9,
+                min_minor: 19
+            }
+        );
+    }
+
+    /// The deliberate break: a range that excludes the exact pin is refused, naming both.
+    #[test]
+    fn exact_pin_outside_the_declared_range_is_refused() {
+        let text =
+            workspace_toml().replacen("requires = \">=9.19,<10\"", "requires = \">=9.23,<10\"", 1);
+        let e = Pins::parse(&text, Path::new("Cargo.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("runtime.cudnn")
+                && e.contains("9.22.0.52")
+                && e.contains(">=9.23,<10")
+                && e.contains("outside the declared range"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn only_abi_ranges_are_accepted() {
+        for (bad, why) in [
+            ("==9.22.0.52", "ABI range"),
+            (">=9.19", "ABI range"),
+            (">=9.19,<11", "ABI range"),
+            (">=9.19,<=10", "ABI range"),
+            (">=8.9,<9", "outside"),
+            (">=10.0,<11", "outside"),
+        ] {
+            let text = workspace_toml().replacen(
+                "requires = \">=9.19,<10\"",
+                &format!("requires = \"{bad}\""),
+                1,
+            );
+            let e = Pins::parse(&text, Path::new("Cargo.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        // The range's major must be the soname's.
+        let text = workspace_toml().replacen(
+            "sonames = [\"libcudnn.so.9\"]",
+            "sonames = [\"libcudnn.so.8\"]",
+            1,
+        );
+        let e = Pins::parse(&text, Path::new("Cargo.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("libcudnn.so.8"), "{e}");
+        assert_eq!(
+            parse_abi_range(">=2.28 , <3"),
+            Some(AbiRange {
+                major: 2,
+                min_minor: 28
+            })
+        );
     }
 
     #[test]

@@ -101,10 +101,18 @@ impl Array {
         (dlpack::KDL_CUDA, self.tensor.device() as i32)
     }
 
-    /// DLPack export (array API standard). kiln's work is on the legacy default stream:
-    /// `stream` None, 0 or 1 (legacy default) and -1 (no sync) need nothing; any other stream
-    /// (2 = per-thread default, or a stream handle) gets the result only after kiln's stream
-    /// has finished (the GPU is synchronized before the capsule is returned).
+    /// The stream the array was produced on (its raw handle; 0 = legacy default stream).
+    /// Its memory is freed in that stream's order when the last reference goes away.
+    #[getter]
+    fn stream(&self) -> u64 {
+        self.tensor.stream().handle()
+    }
+
+    /// DLPack export (array API standard). `stream` is the consumer's stream: None or 1 the
+    /// legacy default stream (0 is taken as the legacy stream too), 2 the per-thread default
+    /// stream, -1 "no ordering", else a stream handle. Unless it is the stream the array was
+    /// produced on (or -1), that stream is made to wait for the producer's work with an event
+    /// (on the GPU; the host never waits), as the standard asks of a producer.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __dlpack__(
         &self,
@@ -120,14 +128,22 @@ impl Array {
                 "kiln.Array.__dlpack__(copy=True) is not supported: kiln.copy(x) makes a device copy",
             ));
         }
-        match stream {
-            // 0 is the CUDA legacy default stream too; the standard calls it ambiguous, but
-            // for kiln, whose work is on that stream, it needs nothing either way.
-            None | Some(0) | Some(dlpack::STREAM_LEGACY_DEFAULT) | Some(dlpack::STREAM_NO_SYNC) => {
+        let consumer = match stream {
+            Some(dlpack::STREAM_NO_SYNC) => None,
+            None | Some(0) => Some(kiln_runtime::Stream::LEGACY),
+            Some(s) if s < -1 => {
+                return Err(PyValueError::new_err(format!(
+                    "__dlpack__: stream {s} is not a CUDA stream (-1, 1, 2 or a handle)"
+                )))
             }
-            Some(_) => {
-                let gpu = device::gpu(py, self.tensor.device())?;
-                crate::device::detach(py, || gpu.synchronize()).py_err(py)?;
+            // SAFETY: the consumer names a live stream of this device (DLPack's contract).
+            Some(s) => Some(unsafe { kiln_runtime::Stream::from_raw(s as u64) }),
+        };
+        if let Some(consumer) = consumer {
+            if consumer != self.tensor.stream() {
+                let gpu = device::gpu(py, self.tensor.device())?.on(consumer);
+                let _restore = kiln_runtime::ContextGuard::save();
+                gpu.order_after(self.tensor.stream()).py_err(py)?;
             }
         }
         let versioned = max_version.is_some_and(|(major, _)| major >= 1);
@@ -146,6 +162,12 @@ impl Array {
     /// lacks, comes back as float32 (exactly: every bfloat16 is a float32).
     fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let t = self.tensor.clone();
+        crate::streams::refuse_if_capturing(
+            py,
+            &device::gpu(py, t.device())?,
+            "kiln.Array.numpy()",
+            "it waits for the GPU; read results after the graph has run",
+        )?;
         let mut bytes = crate::device::detach(py, || t.to_host()).py_err(py)?;
         let mut dtype = self.dtype();
         if t.dtype() == kiln_runtime::DType::BF16 {

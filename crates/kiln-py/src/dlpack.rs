@@ -191,13 +191,13 @@ impl Imported<'_> {
     }
 }
 
-/// Reads `obj` (argument `what` of a kiln function) through the DLPack protocol.
+/// Reads `obj` (argument `what` of a kiln function) through the DLPack protocol, asking a CUDA
+/// producer to order its pending work before `stream` (the `__dlpack__(stream=...)` value of
+/// the stream kiln will launch on: 1 for the legacy default stream).
 ///
-/// CUDA producers are asked for their data on the legacy default stream (`stream=1`) of the
-/// array's own device, the stream every kiln launch on that device uses, so their pending work
-/// is ordered before ours; arrays on any visible device are accepted, whatever the caller's
-/// current device is (see `with_producer_device`).
-pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
+/// `stream` names a stream *on the array's own device*; arrays on any visible device are
+/// accepted, whatever the caller's current device is (see `with_producer_device`).
+pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str, stream: i64) -> PyResult<Imported<'py>> {
     let py = obj.py();
     if !obj.hasattr("__dlpack__")? || !obj.hasattr("__dlpack_device__")? {
         return Err(PyTypeError::new_err(format!(
@@ -206,25 +206,53 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py
         )));
     }
     let (dev_type, dev_id): (i32, i32) = obj.call_method0("__dlpack_device__")?.extract()?;
-    let place = match dev_type {
-        KDL_CUDA => Place::Cuda(dev_id),
-        // Pinned and managed memory are host-addressable: copy like any host array.
-        KDL_CPU | KDL_CUDA_HOST | KDL_CUDA_MANAGED => Place::Host,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "{what}: DLPack device type {other} is neither a CUDA device (2) nor host memory"
-            )))
-        }
-    };
+    place_of(dev_type, dev_id, what)?;
     let kwargs = PyDict::new(py);
     let capsule = if dev_type == KDL_CUDA {
-        kwargs.set_item("stream", STREAM_LEGACY_DEFAULT)?;
+        kwargs.set_item("stream", stream)?;
         with_producer_device(obj, dev_id, || {
             obj.call_method("__dlpack__", (), Some(&kwargs))
         })?
     } else {
         obj.call_method("__dlpack__", (), Some(&kwargs))?
     };
+    read_capsule(capsule, obj, what)
+}
+
+/// The CUDA device of a DLPack producer's array (None: host memory), from
+/// `__dlpack_device__`; a TypeError for objects without the protocol.
+pub fn cuda_device_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<i32>> {
+    if !obj.hasattr("__dlpack__")? || !obj.hasattr("__dlpack_device__")? {
+        return Err(PyTypeError::new_err(format!(
+            "{what}: expected an array that supports DLPack (torch, cupy, jax, numpy, kiln.Array), got {}",
+            obj.get_type().name()?
+        )));
+    }
+    let (dev_type, dev_id): (i32, i32) = obj.call_method0("__dlpack_device__")?.extract()?;
+    Ok(match place_of(dev_type, dev_id, what)? {
+        Place::Cuda(d) => Some(d),
+        Place::Host => None,
+    })
+}
+
+/// Where a DLPack device puts an array (CUDA device memory in place, host memory copied).
+fn place_of(dev_type: i32, dev_id: i32, what: &str) -> PyResult<Place> {
+    match dev_type {
+        KDL_CUDA => Ok(Place::Cuda(dev_id)),
+        // Pinned and managed memory are host-addressable: copy like any host array.
+        KDL_CPU | KDL_CUDA_HOST | KDL_CUDA_MANAGED => Ok(Place::Host),
+        other => Err(PyValueError::new_err(format!(
+            "{what}: DLPack device type {other} is neither a CUDA device (2) nor host memory"
+        ))),
+    }
+}
+
+/// Reads an unused DLPack capsule (legacy or versioned) that `source` produced.
+pub fn read_capsule<'py>(
+    capsule: Bound<'py, PyAny>,
+    source: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<Imported<'py>> {
     // SAFETY: the capsule is a live object; we only read through the pointer while holding it.
     let tensor: &DLTensor = unsafe {
         let raw = capsule.as_ptr();
@@ -241,6 +269,7 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py
             )));
         }
     };
+    let place = place_of(tensor.device.device_type, tensor.device.device_id, what)?;
     let elem = Elem::from_dl(tensor.dtype).ok_or_else(|| {
         PyTypeError::new_err(format!(
             "{what}: dtype {} is not supported (kiln takes float32, float16, bfloat16, int32, int64)",
@@ -286,7 +315,7 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py
         shape,
         data,
         _capsule: capsule,
-        _source: obj.clone(),
+        _source: source.clone(),
     })
 }
 

@@ -15,6 +15,7 @@ pub fn to_py(py: Python<'_>, e: kiln_runtime::Error) -> PyErr {
         E::DType(_) => "DTypeError",
         E::Memory(_) => "DeviceMemoryError",
         E::Index(_) => "IdOutOfRangeError",
+        E::Capture(_) => "CaptureError",
         // A variant kiln-runtime adds later is still a KilnError until it gets its own class.
         #[allow(unreachable_patterns)]
         _ => "KilnError",

@@ -10,6 +10,8 @@ mod device;
 mod dlpack;
 mod errors;
 mod ops;
+mod rs_ops;
+mod streams;
 
 use pyo3::prelude::*;
 
@@ -17,6 +19,9 @@ use pyo3::prelude::*;
 fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<array::Array>()?;
+    m.add_class::<streams::StreamScope>()?;
+    m.add_function(wrap_pyfunction!(streams::stream, m)?)?;
+    m.add_function(wrap_pyfunction!(streams::current_stream, m)?)?;
     m.add_function(wrap_pyfunction!(build_info::build_info, m)?)?;
     m.add_function(wrap_pyfunction!(ops::vecadd, m)?)?;
     m.add_function(wrap_pyfunction!(ops::axpby, m)?)?;
@@ -34,6 +39,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::cudnn_softmax, m)?)?;
     #[cfg(feature = "nccl")]
     m.add_function(wrap_pyfunction!(ops::all_reduce_sum, m)?)?;
+    rs_ops::add_submodule(m)?;
     m.add_function(wrap_pyfunction!(ops::device_count, m)?)?;
     m.add_function(wrap_pyfunction!(ops::synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(ops::device_info, m)?)?;

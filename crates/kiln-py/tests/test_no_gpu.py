@@ -71,6 +71,42 @@ def test_bad_inputs_fail_before_the_gpu_is_needed():
         kiln.rope(np.ones((2, 1, 4), dtype=np.float32), offset="x")
 
 
+def test_stream_arguments_are_checked_without_a_gpu():
+    # kiln.stream(s) and stream= take a raw handle or a stream object; bad values fail with
+    # the argument's name, before any driver call (docs/streams.md).
+    assert kiln.current_stream() is None
+    with kiln.stream(0x1234) as scope:
+        assert kiln.current_stream() == 0x1234 == scope.handle
+        with kiln.stream(None):
+            assert kiln.current_stream() is None
+        assert kiln.current_stream() == 0x1234
+    assert kiln.current_stream() is None
+
+    class Proto:
+        def __cuda_stream__(self):
+            return (0, 0x5678)
+
+    class TorchLike:
+        cuda_stream = 0x9ABC
+
+    with kiln.stream(Proto()):
+        assert kiln.current_stream() == 0x5678
+    with kiln.stream(TorchLike()):
+        assert kiln.current_stream() == 0x9ABC
+    with kiln.stream(1):  # CU_STREAM_LEGACY is the legacy default stream (handle 0)
+        assert kiln.current_stream() == 0
+    with pytest.raises(ValueError, match="not a CUDA stream handle"):
+        kiln.stream(-3)
+    with pytest.raises(TypeError, match="stream: expected a CUDA stream handle"):
+        kiln.stream("s")
+    x = np.ones(7, dtype=np.float32)
+    with pytest.raises(TypeError, match="stream: expected a CUDA stream handle"):
+        kiln.vecadd(x, x, stream=object())
+    with pytest.raises(kiln.NoDriverError):
+        kiln.vecadd(x, x, stream=0)
+    assert issubclass(kiln.CaptureError, kiln.KilnError)
+
+
 def test_error_classes_have_the_builtin_bases():
     assert issubclass(kiln.ShapeError, ValueError) and issubclass(kiln.ShapeError, kiln.KilnError)
     assert issubclass(kiln.DTypeError, TypeError)

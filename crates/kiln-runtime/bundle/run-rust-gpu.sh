@@ -60,6 +60,10 @@ step() { # step NAME TIMEOUT_S CMD...
 
 # 1. Every op vs the CPU reference, full shapes (prints per-op case counts).
 step gpu_ops 300 "$BIN/gpu_ops" --test-threads=1 --nocapture
+# 1b. The Rust kernels (kernels/rust) vs a float64 reference and vs their C++ twins.
+step gpu_rust_kernels 300 "$BIN/gpu_rust_kernels" --test-threads=1 --nocapture
+# Streams and CUDA graphs: capture + replay vs eager, cross-stream ordering, capture refusal.
+step gpu_streams 120 "$BIN/gpu_streams" --test-threads=1 --nocapture
 # 2. No-driver path (skips with a reason where a driver exists) and the stub-libcuda check.
 step no_driver 120 "$BIN/no_driver" --test-threads=1
 step stub_libcuda 120 "$BIN/stub_libcuda" --test-threads=1
@@ -74,6 +78,11 @@ if [ -n "$SANITIZER" ]; then
         "$BIN/gpu_ops" --test-threads=1 --skip nccl --skip matmul --skip cudnn
     step racecheck 420 env KILN_GPU_TEST_SIZES=small "$SANITIZER" --tool racecheck --error-exitcode 1 \
         "$BIN/gpu_ops" --test-threads=1 --skip nccl --skip matmul --skip cudnn --skip elementwise --skip embedding --skip bad_inputs
+    step memcheck_rust_kernels 420 env KILN_GPU_TEST_SIZES=small "$SANITIZER" --tool memcheck --error-exitcode 1 \
+        "$BIN/gpu_rust_kernels" --test-threads=1
+    # rs.rmsnorm is the Rust kernel with shared memory and barriers.
+    step racecheck_rust_kernels 420 env KILN_GPU_TEST_SIZES=small "$SANITIZER" --tool racecheck --error-exitcode 1 \
+        "$BIN/gpu_rust_kernels" --test-threads=1 rmsnorm
 else
     echo "compute-sanitizer not found: memcheck/racecheck not run" | tee "$OUT/sanitizer.log"
     RC[sanitizer_missing]=1
@@ -81,6 +90,7 @@ else
 fi
 # 4. Bandwidth vs a device-to-device copy, same run.
 step bench 300 "$BIN/kiln-gpu-bench" --out "$OUT/rust_bench.json"
+step percall 60 "$BIN/kiln-gpu-bench" --percall --out "$OUT/rust_percall.json"
 
 status=0
 {

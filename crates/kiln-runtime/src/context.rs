@@ -28,6 +28,15 @@ impl ContextGuard {
 impl Drop for ContextGuard {
     fn drop(&mut self) {
         if let Some(ctx) = self.saved {
+            // Nothing to do when the call left it as it was (the common case: the caller's
+            // context is the GPU's primary context kiln binds).
+            if result::ctx::get_current()
+                .ok()
+                .map(|c| c.unwrap_or(std::ptr::null_mut()))
+                == Some(ctx)
+            {
+                return;
+            }
             // SAFETY: `ctx` was current on this thread when saved (or null: unbind), and the
             // contexts kiln and its callers use are primary contexts that outlive the call.
             let _ = unsafe { result::ctx::set_current(ctx) };

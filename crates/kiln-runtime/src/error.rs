@@ -41,6 +41,11 @@ pub enum Error {
     /// An index (e.g. an embedding id) is out of range.
     #[error("index error: {0}")]
     Index(String),
+    /// The operation cannot run while its stream captures a CUDA graph (it would wait for the
+    /// GPU or read a result back); refused before anything is enqueued, so the capture is
+    /// left intact.
+    #[error("capture error: {0}")]
+    Capture(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

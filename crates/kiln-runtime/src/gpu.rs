@@ -1,25 +1,37 @@
-//! [`Gpu`]: one device's primary context, its legacy default stream, and kiln's kernel module
-//! loaded once from the embedded fatbin.
+//! [`Gpu`]: one device's primary context, kiln's kernel module loaded once from the embedded
+//! fatbin, and the stream this handle launches on (the caller's; the legacy default stream
+//! unless [`Gpu::on`] says otherwise). Every kernel launch goes through [`Gpu::launch`].
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 
+use crate::cache::BlockCache;
 use crate::error::{driver_message, Error, Result};
 use crate::handles::Handles;
 use crate::loader;
+use crate::stream::{Capture, Fence, Stream};
 use crate::tensor::View;
 
-/// A handle to one GPU. Cheap to clone (shared); `Send + Sync`.
+/// A handle to one GPU and the stream its ops run on. Cheap to clone (shared); `Send + Sync`.
 ///
-/// All work goes to the context's legacy default (NULL) stream, so it is ordered with work
-/// that torch, cupy or jax put on their default streams, without explicit synchronisation.
+/// [`Gpu::new`] gives a handle on the context's legacy default (NULL) stream, ordered with
+/// work that torch, cupy or jax put on their default streams. [`Gpu::on`] gives a handle to
+/// the same GPU that launches on the caller's stream instead (no copy of anything, no driver
+/// call): kernels, output allocations (stream-ordered) and frees all go there, so ops can be
+/// overlapped across streams and captured into CUDA graphs (see `docs/streams.md`).
 #[derive(Clone)]
 pub struct Gpu {
     inner: Arc<Inner>,
+    /// Where this handle's ops run.
+    stream: Stream,
+    /// Whether ops ask the driver that each input pointer is device memory of this GPU
+    /// (`cuPointerGetAttributes`); off only for views whose producer declared that already.
+    check_pointers: bool,
 }
 
 struct Inner {
@@ -31,6 +43,14 @@ struct Inner {
     name: String,
     /// cuBLAS / cuDNN handles, owned by their modules' types.
     handles: Handles,
+    /// The event [`Gpu::order_after`] records and waits on (created on first use).
+    fence: Mutex<Option<Fence>>,
+    /// Frees that could not be enqueued when their tensor was dropped (its stream was
+    /// capturing a graph the memory is not part of), retried once the stream is free.
+    deferred_frees: Mutex<Vec<(u64, Stream)>>,
+    has_deferred: AtomicBool,
+    /// Dropped outputs kept for reuse on their stream ([`crate::cache`]).
+    cache: BlockCache,
 }
 
 /// Driver handles are usable from any thread once the context is current there.
@@ -52,6 +72,18 @@ impl Drop for Inner {
         let _restore = crate::ContextGuard::save();
         let _ = self.ctx.bind_to_thread();
         let _ = self.ctx.synchronize();
+        let deferred = self
+            .deferred_frees
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default();
+        for (ptr, _) in deferred.into_iter().chain(self.cache.drain()) {
+            // SAFETY: the context is idle; the memory is kiln's and freed once, here.
+            unsafe {
+                let _ = result::free_async(ptr, std::ptr::null_mut());
+            }
+        }
+        self.fence.lock().map(|mut f| f.take()).ok();
         self.handles.clear();
         // SAFETY: every function of the module belongs to this Inner, which is going away.
         unsafe {
@@ -119,7 +151,13 @@ impl Gpu {
                 sm_count,
                 name,
                 handles: Handles::default(),
+                fence: Mutex::new(None),
+                deferred_frees: Mutex::new(Vec::new()),
+                has_deferred: AtomicBool::new(false),
+                cache: BlockCache::default(),
             }),
+            stream: Stream::LEGACY,
+            check_pointers: true,
         })
     }
 
@@ -183,6 +221,57 @@ impl Gpu {
             .map_err(|e| Error::driver("cuCtxSynchronize", e))
     }
 
+    /// This GPU on `stream`: the returned handle's ops (kernels, output allocations, copies)
+    /// are enqueued there. The stream must belong to this GPU's context (torch's and cupy's
+    /// streams of this device do: they use the primary context) and outlive the work and the
+    /// memory kiln puts on it.
+    pub fn on(&self, stream: Stream) -> Gpu {
+        Gpu {
+            inner: self.inner.clone(),
+            stream,
+            check_pointers: self.check_pointers,
+        }
+    }
+
+    /// The stream this handle's ops run on.
+    pub fn work_stream(&self) -> Stream {
+        self.stream
+    }
+
+    /// This handle without the per-input `cuPointerGetAttributes` query: for views whose
+    /// producer already declared them device memory of this GPU (a DLPack `kDLCUDA` tensor of
+    /// this device). Shapes, dtypes and alignment are still checked.
+    pub fn trusting_pointers(&self) -> Gpu {
+        Gpu {
+            inner: self.inner.clone(),
+            stream: self.stream,
+            check_pointers: false,
+        }
+    }
+
+    /// The device's primary context (cudarc), e.g. to create streams and capture graphs with
+    /// cudarc's API and hand them to [`Gpu::on`] through [`Stream::of`].
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.inner.ctx
+    }
+
+    /// Makes this handle's stream wait (on the GPU, never the host) for everything enqueued
+    /// on `producer` so far: an event record + stream wait, legal during graph capture. A
+    /// no-op when `producer` is this handle's stream. This is what DLPack's
+    /// `__dlpack__(stream=...)` asks of a producer.
+    pub fn order_after(&self, producer: Stream) -> Result<()> {
+        if producer == self.stream {
+            return Ok(());
+        }
+        self.bind()?;
+        let mut slot = self.inner.fence.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(Fence::new()?);
+        }
+        slot.as_ref().expect("fence").order(producer, self.stream)
+    }
+
+    /// The legacy default stream as a cudarc stream (cuBLAS/cuDNN/NCCL handles use it).
     pub(crate) fn stream(&self) -> &Arc<CudaStream> {
         &self.inner.stream
     }
@@ -193,6 +282,84 @@ impl Gpu {
         create: impl FnOnce() -> Result<H>,
     ) -> Result<Arc<Mutex<H>>> {
         self.inner.handles.get_or_create(create)
+    }
+
+    /// Output memory of `nbytes` on this handle's stream, and its cache class (None: a graph
+    /// allocation, or too large to cache). Outside capture a recycled block of the stream is
+    /// taken when there is one (no driver call); else `cuMemAllocAsync`.
+    pub(crate) fn alloc_output(&self, nbytes: usize) -> Result<(u64, Option<usize>, bool)> {
+        let stream = self.stream;
+        let graph = stream.capture() == Capture::Active;
+        let class = if graph {
+            None
+        } else {
+            crate::cache::class(nbytes.max(1))
+        };
+        if let Some(c) = class {
+            if let Some(ptr) = self.inner.cache.take(stream, c) {
+                return Ok((ptr, class, graph));
+            }
+        }
+        self.retry_deferred_frees();
+        // SAFETY: a stream of this context (the handle's promise); the caller writes the
+        // memory before reading it.
+        let ptr = unsafe { result::malloc_async(stream.raw(), class.unwrap_or(nbytes.max(1))) }
+            .map_err(|e| Error::driver("cuMemAllocAsync", e))?;
+        Ok((ptr, class, graph))
+    }
+
+    /// Gives back kiln memory allocated on `stream` by [`Gpu::alloc_output`]: into the
+    /// stream's free list when it has a cache class, else an async free. Memory allocated
+    /// outside a capture cannot be freed into one, so such a free waits in a list until the
+    /// stream is no longer capturing (retried at the next allocation, or when the GPU is
+    /// dropped). `graph`: allocated while the stream was capturing (a graph allocation).
+    pub(crate) fn release(&self, ptr: u64, stream: Stream, class: Option<usize>, graph: bool) {
+        if let Some(c) = class {
+            if self.inner.cache.give(stream, c, ptr) {
+                return;
+            }
+        }
+        let state = stream.capture();
+        if state == Capture::None || (state == Capture::Active && graph) {
+            // SAFETY: kiln's allocation on `stream`, freed once, in stream order.
+            if unsafe { result::free_async(ptr, stream.raw()) }.is_ok() {
+                return;
+            }
+        }
+        self.inner
+            .deferred_frees
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((ptr, stream));
+        self.inner.has_deferred.store(true, Ordering::Release);
+    }
+
+    /// Bytes of dropped outputs kept for reuse ([`crate::cache`]).
+    pub fn cached_bytes(&self) -> usize {
+        self.inner.cache.bytes()
+    }
+
+    /// Frees what [`Gpu::release`] had to defer, where the stream is free of capture now.
+    pub(crate) fn retry_deferred_frees(&self) {
+        if !self.inner.has_deferred.load(Ordering::Acquire) {
+            return;
+        }
+        let mut list = self
+            .inner
+            .deferred_frees
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        list.retain(|&(ptr, stream)| {
+            if stream.capture() != Capture::None {
+                return true;
+            }
+            // SAFETY: as in release. A free that fails (the stream is gone) is not retried.
+            let _ = unsafe { result::free_async(ptr, stream.raw()) };
+            false
+        });
+        self.inner
+            .has_deferred
+            .store(!list.is_empty(), Ordering::Release);
     }
 
     /// Makes this GPU's context current on the calling thread.
@@ -213,6 +380,9 @@ impl Gpu {
                 "{what}: pointer {:#x} is not aligned to its {} elements",
                 view.ptr, view.dtype
             )));
+        }
+        if !self.check_pointers {
+            return Ok(());
         }
         // Device (or managed) memory of this GPU; host memory — even where the GPU could reach
         // it (pinned, or HMM) — is refused: the caller meant a copy. One driver call for both
@@ -302,7 +472,9 @@ impl Gpu {
         Ok(wanted.min(max).max(32))
     }
 
-    /// Launches kernel `name` on the default stream. `args` point at the kernel's parameters,
+    /// Launches kernel `name` on this handle's stream: the one place kiln launches a kernel.
+    /// Nothing here allocates, waits or queries the device (capture-safe); the function
+    /// handle and its limits are cached after the first call. `args` point at the kernel's parameters,
     /// in order, each exactly the type the kernel declares.
     ///
     /// # Safety
@@ -322,7 +494,7 @@ impl Gpu {
             (grid.max(1), 1, 1),
             (block, 1, 1),
             shared,
-            self.inner.stream.cu_stream(),
+            self.stream.raw(),
             args,
         )
         .map_err(|e| Error::Driver {

@@ -36,13 +36,27 @@
 //!   type. Shapes and dtypes are validated on the host before any launch ([`Error::Shape`],
 //!   [`Error::DType`]); kernels handle any size, including sizes that are not multiples of the
 //!   block or of the 16-byte vector width.
-//! - Everything runs on the context's legacy default (NULL) stream, so it is ordered with the
-//!   default streams of torch, cupy and jax; [`Gpu::synchronize`] waits for it.
+//! - Streams: a `Gpu` from [`Gpu::new`] runs on the context's legacy default (NULL) stream,
+//!   ordered with the default streams of torch, cupy and jax. [`Gpu::on`]`(`[`Stream`]`)` gives
+//!   a handle on the caller's stream (a raw `CUstream`, e.g. torch's, or a cudarc stream via
+//!   [`Stream::of`]): kernels, output allocations (stream-ordered) and frees all go there.
+//!   [`Gpu::order_after`] makes that stream wait for another's pending work (an event, on
+//!   the GPU). Every op also has an `_into` form writing into a caller's buffer (no
+//!   allocation). Nothing in an op's path waits for the GPU, so ops can be captured into CUDA
+//!   graphs (`cuStreamBeginCapture`, cudarc's `begin_capture`); the few that must wait
+//!   ([`Gpu::embedding_checked`], [`Tensor::to_host`], [`Tensor::from_host`]) return
+//!   [`Error::Capture`] under capture instead of breaking it. `docs/streams.md` has the rules.
+//!   [`Gpu::synchronize`] waits for the whole context.
+//!
+//! - [`Gpu::rs`] gives the kernels written in Rust (`kernels/rust`): [`RustKernels::vecadd`],
+//!   [`RustKernels::silu_mul`], [`RustKernels::rmsnorm`] — the same contract and results as
+//!   their C++ twins above, from the same fatbin.
 //!
 //! CPU reference implementations of every op live in [`mod@reference`] (f32 math; f16/bf16 through
 //! the `half` crate); the GPU tests compare against them.
 
 pub mod blas;
+mod cache;
 mod context;
 pub mod dnn;
 mod dtype;
@@ -55,6 +69,8 @@ pub mod nccl;
 pub mod note;
 mod ops;
 pub mod reference;
+mod rust_ops;
+mod stream;
 mod tensor;
 pub mod timing;
 pub mod validate;
@@ -66,4 +82,6 @@ pub use gpu::Gpu;
 pub use libraries::runtime_libraries;
 pub use nccl::Communicator;
 pub use ops::Positions;
+pub use rust_ops::RustKernels;
+pub use stream::{Capture, Stream};
 pub use tensor::{Tensor, View};

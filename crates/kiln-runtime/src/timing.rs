@@ -1,4 +1,4 @@
-//! GPU-side timing with CUDA events on the legacy default stream, for benchmarks: batches of
+//! GPU-side timing with CUDA events on the handle's stream, for benchmarks: batches of
 //! back-to-back calls between two events, so the figure is device time per call, not host
 //! launch latency.
 
@@ -38,7 +38,7 @@ impl Gpu {
             f()?;
         }
         self.synchronize()?;
-        let stream = self.stream().cu_stream();
+        let stream = self.work_stream().raw();
         let per_batch = per_batch.max(1);
         let mut out = Vec::with_capacity(batches);
         for _ in 0..batches {

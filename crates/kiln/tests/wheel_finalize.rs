@@ -1,7 +1,7 @@
 //! The two routes to kiln's released wheel run one post-processing step and must give the same
 //! bytes: the xtask route (`cargo xtask wheel` calls `kiln_wheel::finalize` with
 //! `Recipe::from_pins(pins, checkout)`, crates/xtask/src/wheel.rs) and the Nix route (the
-//! `kiln wheel finalize …` command line written in nix/wheel.nix, run as the derivation runs it:
+//! `kiln wheel finalize …` command line in nix/wheel-build.sh, the step nix/wheel.nix runs:
 //! from the checkout, on maturin's `raw/*.whl`). Each route builds in its own checkout directory,
 //! as Nix (/build/source) and a developer's clone do.
 //!
@@ -87,14 +87,20 @@ fn checkout(dir: &Path) -> PathBuf {
     dir.to_path_buf()
 }
 
-/// The arguments after `cargo run … -p kiln --` in nix/wheel.nix's build phase.
+/// The arguments after `cargo run … -p kiln --` in nix/wheel-build.sh, the build step
+/// nix/wheel.nix runs.
 fn nix_finalize_args() -> Vec<String> {
-    let nix = std::fs::read_to_string(workspace().join("nix/wheel.nix")).unwrap();
+    let wheel_nix = std::fs::read_to_string(workspace().join("nix/wheel.nix")).unwrap();
+    assert!(
+        wheel_nix.contains("./wheel-build.sh"),
+        "nix/wheel.nix no longer runs wheel-build.sh"
+    );
+    let nix = std::fs::read_to_string(workspace().join("nix/wheel-build.sh")).unwrap();
     let joined = nix.replace("\\\n", " ");
     let line = joined
         .lines()
         .find(|l| l.contains("-p kiln --") && l.contains("wheel finalize"))
-        .expect("nix/wheel.nix runs `kiln wheel finalize`");
+        .expect("nix/wheel-build.sh runs `kiln wheel finalize`");
     let args = line.split("-p kiln --").nth(1).unwrap();
     args.split_whitespace().map(String::from).collect()
 }

@@ -119,6 +119,10 @@ pub fn run(args: Args) -> Result<Layout> {
             t.elapsed().as_secs_f64()
         );
     }
+    let rustc = kernel_rustc(&pins)?;
+    if !args.quiet {
+        eprintln!("  ok       {:<11} {rustc}", "rust-kernel");
+    }
     std::fs::write(layout.env_file(), layout.env_script())?;
     if !args.quiet {
         eprintln!(
@@ -128,6 +132,51 @@ pub fn run(args: Args) -> Result<Layout> {
         );
     }
     Ok(layout)
+}
+
+/// The kernel rustc (kernels/rust for nvptx64): found and verified against the pin the way
+/// kiln-build finds it; on Debian as root, Debian's packages are installed when it is missing.
+/// It is a system package, not a PyPI wheel, so it is not under `.toolchain/`.
+fn kernel_rustc(pins: &Pins) -> Result<String> {
+    let env = |k: &str| std::env::var_os(k);
+    let describe = |r: &kiln_build::rust::KernelRustc| {
+        let release = r
+            .version_verbose
+            .lines()
+            .find_map(|l| l.strip_prefix("release: "))
+            .unwrap_or("?")
+            .to_string();
+        format!(
+            "rustc {release} ({}, rust-src, RUSTC_BOOTSTRAP=1)",
+            r.rustc.display()
+        )
+    };
+    match kiln_build::rust::locate(&env, pins) {
+        Ok(r) => return Ok(describe(&r)),
+        Err(e) if !can_apt_install() => bail!("{e}"),
+        Err(_) => {}
+    }
+    let packages = ["rustc-web", "rust-web-src", "cargo-web"];
+    eprintln!(
+        "  install  {:<11} apt-get install {}",
+        "rust-kernel",
+        packages.join(" ")
+    );
+    run_checked(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq"])
+            .args(packages),
+    )
+    .context("installing the kernel rustc with apt-get")?;
+    let r = kiln_build::rust::locate(&env, pins).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(describe(&r))
+}
+
+/// Root on a Debian-like system: bootstrap may install the kernel rustc's packages itself.
+fn can_apt_install() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    root && std::path::Path::new("/usr/bin/apt-get").exists()
 }
 
 /// Bootstrap quietly: what every toolchain-using xtask command calls first.

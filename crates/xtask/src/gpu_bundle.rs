@@ -3,7 +3,8 @@
 //! and `run.sh RESULTS_DIR`, which runs everything there and writes JSON results.
 //!
 //! Layout:
-//!   run.sh, run_all.py, test_kiln_gpu.py, bench_torch.py   (from checks/gpu-bundle/)
+//!   run.sh, run_all.py, test_kiln_gpu.py, check_streams.py,
+//!   bench_torch.py, bench_decode.py                         (from checks/gpu-bundle/)
 //!   kiln-<version>-cp39-abi3-manylinux_*.whl
 //!   bin/<executable>                                         (kiln-runtime's tests, kiln-gpu-bench, kiln)
 //!   bin/run-rust-gpu.sh                                      (kiln-runtime's runner for them)
@@ -24,7 +25,14 @@ use crate::wheel;
 const MAX_BYTES: u64 = 60 * 1024 * 1024;
 
 /// The scripts of checks/gpu-bundle/ that make up the bundle's runner.
-const SCRIPTS: &[&str] = &["run.sh", "run_all.py", "test_kiln_gpu.py", "bench_torch.py"];
+const SCRIPTS: &[&str] = &[
+    "run.sh",
+    "run_all.py",
+    "test_kiln_gpu.py",
+    "check_streams.py",
+    "bench_torch.py",
+    "bench_decode.py",
+];
 
 /// kiln-runtime's GPU test executables, its benchmark, and its runner for both
 /// (crates/kiln-runtime/BUNDLE.md), which run.sh calls as one step.

@@ -9,6 +9,7 @@ mod gpu_bundle;
 mod kernels;
 mod nix_check;
 mod repro;
+mod sandbox;
 mod test;
 mod toolchain;
 mod wheel;
@@ -45,8 +46,11 @@ enum Command {
     GpuBundle(gpu_bundle::Args),
     /// Build the wheel twice from clean target directories and require identical bytes.
     Repro(repro::Args),
-    /// Check the flake offline: parse, fmt, deadnix, lock, eval against the test doubles.
+    /// Check the flake offline: parse, fmt, deadnix, lock, facts, eval against the test doubles.
     NixCheck(nix_check::Args),
+    /// The flake's test and wheel commands without Nix, as its sandbox runs them: the flake's
+    /// source set, HOME unwritable, cargo offline, CUDA from the environment.
+    Sandbox(sandbox::Args),
 }
 
 fn main() {
@@ -62,6 +66,9 @@ fn main() {
         Command::Repro(args) => repro::run(args),
         Command::Wheel(args) => wheel::run(args),
         Command::GpuBundle(args) => gpu_bundle::run(args),
+        Command::Sandbox(args) => {
+            bootstrap::ensure().and_then(|layout| sandbox::run(args, &layout))
+        }
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

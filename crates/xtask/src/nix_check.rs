@@ -5,7 +5,10 @@
 //! 2. `nixpkgs-fmt --check` and `deadnix --fail` are clean;
 //! 3. flake.lock is consistent with flake.nix (our own comparison, with a precise message,
 //!    then `nix flake metadata --offline --no-update-lock-file`);
-//! 4. every flake output evaluates (`nix flake check --no-build --all-systems`, plus the drvPath
+//! 4. the facts about the locked nixpkgs (checks/nix/doubles/nixpkgs/facts.toml, which the
+//!    nixpkgs double is made of) describe flake.lock's revision, agree with the pins, and no pin
+//!    is newer than the lock (nix_check/facts.rs);
+//! 5. every flake output evaluates (`nix flake check --no-build --all-systems`, plus the drvPath
 //!    of devShells.default and packages.wheel) against the strict test doubles of nixpkgs, crane
 //!    and rust-overlay in checks/nix/doubles, passed with `--override-input`.
 //!
@@ -15,6 +18,7 @@
 //!
 //! Nix 2.34, nixpkgs-fmt and deadnix are installed into `.toolchain/` when missing.
 
+pub mod facts;
 mod lock;
 mod tools;
 
@@ -48,6 +52,11 @@ pub struct Args {
     /// Real rust-overlay source: an unpacked `git archive` of the locked revision.
     #[arg(long, requires = "real_crane")]
     pub real_rust_overlay: Option<PathBuf>,
+    /// JSON from checks/nix/facts-eval.nix evaluated against the REAL nixpkgs at the locked
+    /// revision (the networked workflow makes it): every difference from the committed facts
+    /// fails, named.
+    #[arg(long)]
+    pub evaluated_facts: Option<PathBuf>,
 }
 
 pub fn workspace_root() -> PathBuf {
@@ -117,6 +126,35 @@ pub fn run(args: Args) -> Result<()> {
     step("flake.lock matches flake.nix", &|| {
         lock::check(&tools, &flake)
     });
+    step(
+        "facts about the locked nixpkgs agree with flake.lock and the pins",
+        &|| facts::check(&flake.root),
+    );
+    step("the nixpkgs double is what the facts say", &|| {
+        facts_of_double(&tools, &flake)
+    });
+    if let Some(file) = &args.evaluated_facts {
+        step("the facts are what the REAL nixpkgs evaluates to", &|| {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let evaluated: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", file.display()))?;
+            let diff = facts::compare_evaluated(&facts::load(&flake.root)?, &evaluated);
+            if diff.is_empty() {
+                Ok(format!(
+                    "{} attributes agree",
+                    evaluated.as_object().map_or(0, |o| o.len())
+                ))
+            } else {
+                bail!(
+                    "{} differs from the real nixpkgs (update it from {}):\n{}",
+                    facts::FACTS_FILE,
+                    file.display(),
+                    diff.join("\n")
+                )
+            }
+        });
+    }
     step("flake outputs evaluate against the test doubles", &|| {
         eval_doubles(&tools, &flake)
     });
@@ -405,6 +443,37 @@ fn eval_doubles(tools: &tools::Tools, flake: &Flake) -> Result<String> {
     Ok(notes.join(", "))
 }
 
+/// checks/nix/facts-eval.nix over the double: what the double gives must be the facts.
+fn facts_of_double(tools: &tools::Tools, flake: &Flake) -> Result<String> {
+    let expr = format!(
+        "import {}/checks/nix/facts-eval.nix {{ nixpkgs = {}/nixpkgs; facts = {}/{}; }}",
+        flake.root.display(),
+        flake.doubles.display(),
+        flake.root.display(),
+        facts::FACTS_FILE
+    );
+    let out = tools
+        .nix()
+        .args(["eval", "--impure", "--json", "--expr", &expr])
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "evaluating checks/nix/facts-eval.nix on the double: {}",
+            nix_error(&out)
+        );
+    }
+    let evaluated: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let diff = facts::compare_evaluated(&facts::load(&flake.root)?, &evaluated);
+    if diff.is_empty() {
+        Ok(format!(
+            "{} attributes",
+            evaluated.as_object().map_or(0, |o| o.len())
+        ))
+    } else {
+        bail!("{}", diff.join("\n"))
+    }
+}
+
 fn real_surface(
     tools: &tools::Tools,
     flake: &Flake,
@@ -499,6 +568,37 @@ fn eval_real_inputs(tools: &tools::Tools, flake: &Flake) -> Result<String> {
         Some("l: (builtins.head l).name"),
     )?;
     Ok(format!("{checked} derivations; {shell} = {drv} (with {rust}); packages.{EVAL_SYSTEM}.wheel = {wheel}"))
+}
+
+/// The source set the flake's derivations build from (crane's `src`, nix/crates.nix's fileset),
+/// evaluated with Nix against the test doubles and returned as a directory on disk (in the
+/// private store when Nix is the bootstrapped one). `cargo xtask sandbox` builds from a copy of
+/// it, so CI builds exactly the files a Nix build would see.
+pub fn flake_source(repo: &Path) -> Result<PathBuf> {
+    let ws = workspace_root();
+    let tools = tools::Tools::ensure(&ws, &ws.join(".toolchain"))?;
+    let flake = Flake::new(repo)?;
+    let attr = format!("packages.{EVAL_SYSTEM}.wheel.src");
+    let out = tools
+        .nix()
+        .args(["eval", "--offline", "--raw"])
+        .args(flake.overrides())
+        .arg(format!("{}#{attr}", flake.flake_ref))
+        .output()?;
+    if !out.status.success() {
+        bail!("nix eval {attr} (test doubles): {}", nix_error(&out));
+    }
+    let store_path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    // A private store (get-nix.sh: `store = local?root=…/store`) keeps /nix/store/… under its root.
+    let private = tools.nix_bin.parent().map(|p| {
+        p.join("store")
+            .join(store_path.strip_prefix("/").unwrap_or(&store_path))
+    });
+    [Some(store_path.clone()), private]
+        .into_iter()
+        .flatten()
+        .find(|p| p.join("Cargo.toml").is_file())
+        .with_context(|| format!("{attr} = {} is not on disk", store_path.display()))
 }
 
 /// The part of Nix's stderr that says what went wrong: from the last `error:` on, without the

@@ -30,11 +30,24 @@ struct Suite {
     command: &'static [&'static str],
 }
 
-/// In dependency order: `nix` installs the Nix tools the unit tests of nix-check use; `wheel`
-/// and `mutations` take the wheel `repro` built, so CI builds the release wheel only twice.
+/// In dependency order: `nix` installs the Nix tools that `sandbox` (it evaluates the flake's
+/// source set) and the xtask tests use; `fmt`, `clippy` and `sandbox` are the commands of the
+/// flake's checks (nix/checks/*.nix) run without Nix; `wheel` and `mutations` take the wheel
+/// `repro` built, so CI builds the release wheel through `cargo xtask wheel` only twice.
 const SUITES: &[Suite] = &[
-    Suite { name: "nix", what: "flake: parse, nixpkgs-fmt, deadnix, lock, eval against the doubles", command: &["xtask", "nix-check"] },
-    Suite { name: "unit", what: "cargo test --workspace (unit, integration, golden, CLI tests)", command: &["cargo", "test", "--workspace", "--locked"] },
+    Suite { name: "nix", what: "flake: parse, nixpkgs-fmt, deadnix, lock, facts about the locked nixpkgs, eval against the doubles", command: &["xtask", "nix-check"] },
+    Suite { name: "fmt", what: "rustfmt check (the flake's `rustfmt` check)", command: &["cargo", "fmt", "--all", "--", "--check"] },
+    Suite {
+        name: "clippy",
+        what: "clippy, every target, warnings denied (the flake's `clippy` check)",
+        command: &["cargo", "clippy", "--workspace", "--all-targets", "--locked", "--", "--deny", "warnings"],
+    },
+    Suite { name: "unit", what: "cargo test -p xtask (the tools' own tests, incl. the flake's deliberate breaks)", command: &["cargo", "test", "-p", "xtask", "--locked"] },
+    Suite {
+        name: "sandbox",
+        what: "the flake's nextest, wheel and audit commands on its source set: HOME unwritable, offline, CUDA from the environment",
+        command: &["xtask", "sandbox"],
+    },
     Suite {
         name: "doctor",
         what: "kiln doctor on this build machine (no GPU expected; the driver link is waived)",

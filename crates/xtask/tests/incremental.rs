@@ -1,7 +1,8 @@
 //! Cargo-level incremental behaviour of the kernel build, on a copy of the workspace's kernel
 //! crates: a no-op `cargo build` runs no kernel job (the build script does not even run), a
 //! touched .cu reruns the build script but compiles nothing (content unchanged), and an edited
-//! .cu recompiles exactly that file's jobs.
+//! .cu recompiles exactly that file's jobs, and an edited Rust kernel (kernels/rust) reruns only
+//! the Rust kernel jobs (its PTX, ptxas per SASS target, the PTX merge) — no nvcc job.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,7 +48,9 @@ impl Workspace {
             std::fs::copy(repo.join("kernels").join(f), dir.join("kernels").join(f)).unwrap();
         }
         copy_dir(&repo.join("kernels/include"), &dir.join("kernels/include"));
+        copy_dir(&repo.join("kernels/rust"), &dir.join("kernels/rust"));
         for c in [
+            "kiln-kernel-params",
             "kiln-pins",
             "kiln-build",
             "kiln-fatbin",
@@ -161,4 +164,35 @@ fn noop_touch_and_edit_do_only_the_work_they_must() {
         (targets, targets),
         "{edited}"
     );
+    assert_eq!(
+        edited.rust_compiled, 0,
+        "a .cu edit runs no Rust job: {edited}"
+    );
+
+    // Edit one Rust kernel (a real code change, unique to this run): every Rust kernel job
+    // reruns, not one nvcc job does.
+    let rs = ws.root.join("kernels/rust/src/elementwise.rs");
+    let code = std::fs::read_to_string(&rs).unwrap();
+    let edited_code = code.replacen(
+        "|g, u| g / (1.0 + device::exp(-g)) * u",
+        &format!(
+            // A constant unique to this run, so the PTX itself is new to the cache.
+            "|g, u| g / (1.0 + device::exp(-g)) * u + {}.0e-30",
+            nonce % (1 << 20)
+        ),
+        1,
+    );
+    assert_ne!(
+        edited_code, code,
+        "the silu_mul closure moved; update this test"
+    );
+    std::fs::write(&rs, edited_code).unwrap();
+    let (fresh, rust_edit) = ws.build();
+    assert!(!fresh);
+    assert_eq!(
+        (rust_edit.compiled, rust_edit.rust_compiled),
+        (0, rust_edit.rust_jobs),
+        "{rust_edit}"
+    );
+    assert!(rust_edit.rust_jobs >= targets, "{rust_edit}");
 }

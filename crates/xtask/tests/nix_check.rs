@@ -161,8 +161,9 @@ fn eval_wheel_attr(attr: &str) -> serde_json::Value {
 
 #[test]
 fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
-    // The same Requires-Dist `cargo xtask wheel` writes: one `wheel==version` per default
-    // feature of kiln-py that names a [workspace.metadata.kiln.runtime] entry.
+    // The same Requires-Dist `cargo xtask wheel` writes: one `wheel` + declared range
+    // (`requires`, e.g. nvidia-cudnn-cu13>=9.19,<10) per default feature of kiln-py that names
+    // a [workspace.metadata.kiln.runtime] entry.
     let got: Vec<String> = serde_json::from_value(eval_wheel_attr("requiresDist")).unwrap();
     let cargo: toml::Table = std::fs::read_to_string(workspace().join("Cargo.toml"))
         .unwrap()
@@ -180,9 +181,9 @@ fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
         .filter_map(|f| runtime.get(f.as_str().unwrap()))
         .map(|r| {
             format!(
-                "{}=={}",
+                "{}{}",
                 r["wheel"].as_str().unwrap(),
-                r["version"].as_str().unwrap()
+                r["requires"].as_str().unwrap()
             )
         })
         .collect();
@@ -199,7 +200,11 @@ fn nix_and_xtask_tag_the_wheel_alike() {
         Some(got.as_str()),
         pins.wheel.as_ref().map(|w| w.manylinux.as_str())
     );
-    for file in ["crates/xtask/src/wheel.rs", "nix/wheel.nix"] {
+    for file in [
+        "crates/xtask/src/wheel.rs",
+        "nix/wheel.nix",
+        "nix/wheel-build.sh",
+    ] {
         let text = std::fs::read_to_string(workspace().join(file)).unwrap();
         assert!(!text.contains(&got), "{file} restates {got}");
     }
@@ -256,11 +261,64 @@ fn ptx_of_a_family_target_cannot_be_expressed() {
     );
 }
 
+/// Evaluates one attribute of the fixture's flake (with the doubles) as JSON.
+fn eval_json(f: &Fixture, attr: &str, apply: Option<&str>) -> serde_json::Value {
+    let mut cmd = Command::new(nix_bin());
+    cmd.args([
+        "--extra-experimental-features",
+        "nix-command flakes",
+        "eval",
+        "--json",
+        "--offline",
+        "--no-write-lock-file",
+    ])
+    .args(doubles(f))
+    .arg(format!("path:{}#{attr}", f.dir.path().display()));
+    if let Some(a) = apply {
+        cmd.args(["--apply", a]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{attr}: {}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
-fn arch_cuda_13_dropped_is_refused_by_nixpkgs() {
+fn the_arch_matrix_goes_to_kiln_derivations_only_and_cudnn_nccl_stay_out_of_them() {
     let f = Fixture::new();
-    f.set_cargo_line("archs", r#"["7.0", "8.0", "12.0+PTX"]"#);
-    assert_fails_with(&f.check(), &["Unsupported CUDA capabilities: [\"7.0\"]"]);
+    // kiln's derivations carry the matrix (in nixpkgs' capability terms) ...
+    let caps = eval_json(
+        &f,
+        "packages.x86_64-linux.wheel.KILN_CUDA_CAPABILITIES",
+        None,
+    );
+    assert_eq!(caps, "8.0;8.6;8.9;9.0;10.0;12.0");
+    // ... while no crane derivation has cuDNN or NCCL among its inputs (cudarc opens them at
+    // run time; a custom-capability NCCL would be a local rebuild no cache holds).
+    let names = "d: map (x: x.pname or x.name or \"?\") ((d.buildInputs or [ ]) ++ (d.nativeBuildInputs or [ ]))";
+    for attr in [
+        "packages.x86_64-linux.wheel",
+        "packages.x86_64-linux.kernels",
+        "checks.x86_64-linux.nextest",
+        "checks.x86_64-linux.clippy",
+    ] {
+        let inputs = eval_json(&f, attr, Some(names));
+        let inputs: Vec<&str> = inputs
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert!(
+            !inputs
+                .iter()
+                .any(|n| n.contains("cudnn") || n.contains("nccl")),
+            "{attr} has {inputs:?}"
+        );
+    }
+    // The dev shell has both.
+    let shell = eval_json(&f, "devShells.x86_64-linux.default", Some(names));
+    let shell = shell.to_string();
+    assert!(shell.contains("cudnn") && shell.contains("nccl"), "{shell}");
 }
 
 #[test]
@@ -280,13 +338,119 @@ fn nvcc_pin_the_locked_nixpkgs_lacks_is_named() {
     );
 }
 
+/// The deliberate break of issue 10: the facts (what the locked nixpkgs gives) say another
+/// cuDNN than the pins accept.
 #[test]
-fn cudnn_pin_the_locked_nixpkgs_lacks_is_named() {
+fn a_cudnn_fact_other_than_the_pin_is_named_with_both_versions_and_the_file() {
     let f = Fixture::new();
-    f.set_cargo_line("cudnn", "\"9.30\"");
+    f.edit(
+        "checks/nix/doubles/nixpkgs/facts.toml",
+        "version = \"9.22.0.52\"",
+        "version = \"9.23.0.39\"",
+    );
     assert_fails_with(
         &f.check(),
-        &["cudaPackages_13_0.cudnn is 9.27.0.42, but Cargo.toml pins cudnn = \"9.30\""],
+        &[
+            "facts about the locked nixpkgs",
+            "cudaPackages_13_0.cudnn is 9.23.0.39",
+            "[workspace.metadata.kiln.runtime.cudnn] version = \"9.22.0.52\"",
+            "checks/nix/doubles/nixpkgs/facts.toml",
+        ],
+    );
+}
+
+/// Outside the declared ABI range, the flake itself (the dev shell) refuses it too.
+#[test]
+fn a_cudnn_outside_the_abi_range_is_refused_by_the_flake() {
+    let f = Fixture::new();
+    f.edit(
+        "checks/nix/doubles/nixpkgs/facts.toml",
+        "version = \"9.22.0.52\"",
+        "version = \"10.0.0.1\"",
+    );
+    assert_fails_with(
+        &f.check(),
+        &[
+            "flake outputs evaluate",
+            "cudaPackages_13_0.cudnn is 10.0.0.1, outside the ABI range",
+            "requires = \">=9.19,<10\"",
+        ],
+    );
+}
+
+#[test]
+fn a_lock_the_facts_do_not_describe_is_named() {
+    let f = Fixture::new();
+    for file in ["flake.nix", "flake.lock"] {
+        f.edit(
+            file,
+            "104240a772428cc2e20d8fd86c9ddbb886bbaff2",
+            "0123456789abcdef0123456789abcdef01234567",
+        );
+    }
+    assert_fails_with(
+        &f.check(),
+        &[
+            "flake.lock locks nixpkgs 0123456789abcdef0123456789abcdef01234567",
+            "describes nixpkgs 104240a772428cc2e20d8fd86c9ddbb886bbaff2",
+        ],
+    );
+}
+
+#[test]
+fn a_pin_released_after_the_locked_nixpkgs_is_named() {
+    let f = Fixture::new();
+    f.edit(
+        "Cargo.toml",
+        "version = \"9.22.0.52\"",
+        "version = \"9.27.0.42\"",
+    );
+    assert_fails_with(
+        &f.check(),
+        &[
+            "Cargo.toml pins cudnn 9.27.0.42, released 2026-09-29",
+            "after the locked nixpkgs 104240a7 (2026-08-03)",
+        ],
+    );
+}
+
+#[test]
+fn a_maturin_the_locked_nixpkgs_lacks_is_named() {
+    let f = Fixture::new();
+    f.set_cargo_line("maturin", "\"1.16.0\"");
+    assert_fails_with(
+        &f.check(),
+        &[
+            "maturin is 1.14.1 at the locked nixpkgs",
+            "nixpkgs has maturin 1.14.1, but Cargo.toml pins maturin = \"1.16.0\"",
+        ],
+    );
+}
+
+#[test]
+fn an_unfree_package_is_refused_without_allow_unfree() {
+    // The double enforces nixpkgs' licence check: allowUnfree must matter.
+    let f = Fixture::new();
+    f.edit(
+        "nix/pkgs.nix",
+        "config.allowUnfree = true;",
+        "config.allowUnfree = false;",
+    );
+    assert_fails_with(&f.check(), &["has an unfree license, refusing to evaluate"]);
+}
+
+#[test]
+fn a_package_unavailable_on_a_system_is_refused() {
+    // meta.available: NCCL without aarch64-linux makes that system's dev shell fail.
+    let f = Fixture::new();
+    f.edit(
+        "checks/nix/doubles/nixpkgs/facts.toml",
+        "version = \"2.30.7-1\"\noutputs = [\"out\", \"dev\", \"static\"]\nunfree = false\nplatforms = [\"x86_64-linux\", \"aarch64-linux\"]",
+        "version = \"2.30.7-1\"\noutputs = [\"out\", \"dev\", \"static\"]\nunfree = false\nplatforms = [\"x86_64-linux\"]",
+    );
+    assert_fails_with(
+        &f.check(),
+        &["not available on the requested hostPlatform aarch64-linux"],
     );
 }
 
@@ -355,8 +519,8 @@ fn unformatted_nix_fails() {
     let f = Fixture::new();
     f.edit(
         "nix/pkgs.nix",
-        "allowUnfree = true;",
-        "allowUnfree   =   true;",
+        "config.allowUnfree = true;",
+        "config.allowUnfree   =   true;",
     );
     assert_fails_with(
         &f.check(),
@@ -368,11 +532,11 @@ fn unformatted_nix_fails() {
 fn dead_nix_code_fails() {
     let f = Fixture::new();
     f.edit(
-        "nix/pkgs.nix",
-        "  cuda = import ./arch.nix pins.archs;\n",
-        "  cuda = import ./arch.nix pins.archs;\n  unused = 1;\n",
+        "nix/crates.nix",
+        "  arch = import ./arch.nix pins.archs;\n",
+        "  arch = import ./arch.nix pins.archs;\n  unused = 1;\n",
     );
-    assert_fails_with(&f.check(), &["deadnix --fail", "nix/pkgs.nix", "unused"]);
+    assert_fails_with(&f.check(), &["deadnix --fail", "nix/crates.nix", "unused"]);
 }
 
 #[test]
@@ -391,12 +555,13 @@ fn unparsable_nix_fails() {
 
 #[test]
 fn a_double_without_an_attribute_the_flake_uses_fails() {
-    // Strictness of the doubles: drop one attribute kiln uses from the nixpkgs double.
+    // Strictness of the doubles: drop one attribute kiln uses from the facts the nixpkgs
+    // double is generated from.
     let f = Fixture::new();
     f.edit(
-        "checks/nix/doubles/nixpkgs/packages.nix",
-        "  cargo-nextest = ",
-        "  cargo-nextest-renamed = ",
+        "checks/nix/doubles/nixpkgs/facts.toml",
+        "[attr.\"cargo-nextest\"]",
+        "[attr.\"cargo-nextest-renamed\"]",
     );
     assert_fails_with(&f.check(), &["attribute 'cargo-nextest' missing"]);
 }

@@ -38,9 +38,10 @@ let
   unrecognized = builtins.filter (c: !builtins.elem c knownCapabilities) requested;
   unsupported = builtins.filter (c: !builtins.elem c cuda13Capabilities) requested;
 
-  mk = import ./derivation.nix { inherit lib system; };
+  mk = import ./derivation.nix { inherit lib system config; };
+  facts = builtins.fromTOML (builtins.readFile ./facts.toml);
 
-  base = _final: import ./packages.nix { inherit lib system config mk; };
+  base = _final: import ./packages.nix { inherit lib system config mk facts; };
 
   pkgs = lib.fix (final: builtins.foldl' (acc: overlay: acc // overlay final acc) (base final) overlays);
 in

@@ -7,6 +7,17 @@ let
   fileset =
     let
       isPrefix = a: b: a == b || builtins.substring 0 (builtins.stringLength a + 1) b == a + "/";
+      # A directory is in the source only if it holds a kept file (nixpkgs never leaves empty
+      # directories behind).
+      keptDir = e: dir:
+        (e.keepDir or (_: true)) dir && (
+          let entries = builtins.readDir (/. + dir); in
+          builtins.any
+            (name:
+              let q = "${dir}/${name}"; in
+              if entries.${name} == "directory" then keptDir e q else e.keep q)
+            (builtins.attrNames entries)
+        );
       isFileset = x: builtins.isAttrs x && (x._type or null) == "fileset";
       coerce = ctx: x:
         if isFileset x then x
@@ -27,7 +38,8 @@ let
         in
         {
           _type = "fileset";
-          elements = map (e: e // { keep = p: e.keep p && !excluded p; }) (coerce "difference" positive).elements;
+          # As in nixpkgs, a subtracted directory is gone, not left behind empty.
+          elements = map (e: e // { keep = p: e.keep p && !excluded p; keepDir = p: (e.keepDir or (_: true)) p && !excluded p; }) (coerce "difference" positive).elements;
         };
       unions = list:
         if !builtins.isList list then throw "lib.fileset.unions: Argument is of type ${builtins.typeOf list}, but it should be a list instead."
@@ -48,7 +60,7 @@ let
             filter = p: type: builtins.any
               (e:
                 let ep = toString e.path; in
-                (type == "directory" && isPrefix p ep) || (isPrefix ep p && (type == "directory" || e.keep p)))
+                (type == "directory" && isPrefix p ep) || (isPrefix ep p && (if type == "directory" then keptDir e p else e.keep p)))
               fs.elements;
           };
     };
@@ -60,11 +72,21 @@ rec {
   fix = f: let x = f x; in x;
   genAttrs = names: f: builtins.listToAttrs (map (n: { name = n; value = f n; }) names);
   concatMap = builtins.concatMap;
+  last = list: if list == [ ] then throw "lib.last: list must not be empty!" else builtins.elemAt list (builtins.length list - 1);
+  splitString = sep: s: builtins.filter builtins.isString (builtins.split (builtins.replaceStrings [ "." "+" "*" "?" "(" ")" "[" "]" "{" "}" "|" "^" "$" ] [ "\\." "\\+" "\\*" "\\?" "\\(" "\\)" "\\[" "\\]" "\\{" "\\}" "\\|" "\\^" "\\$" ] sep) s);
+  setAttrByPath = path: value:
+    if path == [ ] then value
+    else { ${builtins.head path} = setAttrByPath (builtins.tail path) value; };
+  recursiveUpdate = lhs: rhs:
+    lhs // builtins.mapAttrs
+      (n: v: if lhs ? ${n} && builtins.isAttrs v && builtins.isAttrs lhs.${n} && !(v ? type && v.type == "derivation") then recursiveUpdate lhs.${n} v else v)
+      rhs;
   remove = e: builtins.filter (x: x != e);
   hasPrefix = pref: str: builtins.substring 0 (builtins.stringLength pref) str == pref;
   hasSuffix = suf: str:
     let l = builtins.stringLength str; s = builtins.stringLength suf; in
     l >= s && builtins.substring (l - s) s str == suf;
+  versionOlder = v1: v2: builtins.compareVersions v2 v1 == 1;
   optionalString = cond: s: if cond then s else "";
   assertMsg = pred: msg: pred || builtins.throw msg;
   warnIf = cond: msg: if cond then builtins.warn msg else x: x;

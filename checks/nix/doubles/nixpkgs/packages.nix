@@ -1,9 +1,34 @@
-# The packages of the nixpkgs double: exactly those kiln uses, with nixpkgs' attribute names,
-# outputs and versions of the pinned nixpkgs revision where known.
-{ lib, system, config, mk }:
+# The packages of the nixpkgs double, generated from facts.toml (the facts about the locked
+# nixpkgs revision): every versioned attribute kiln uses, with the version, outputs, licence
+# (unfree), platforms (meta.available) and propagated outputs recorded there. Only the builders
+# and the few scalar attributes come from here; no version is written in this file.
+{ lib, system, config, mk, facts }:
 let
-  pkg = pname: version: extra: mk ({ inherit pname version; } // extra);
-  withBin = pname: version: mainProgram: pkg pname version { meta.mainProgram = mainProgram; };
+  # "cudaPackages_13_0.cudnn" -> a derivation at [ "cudaPackages_13_0" "cudnn" ].
+  rowToValue = path: row:
+    if row ? value then row.value
+    else
+      mk {
+        pname = lib.last path;
+        inherit (row) version outputs;
+        meta = {
+          # nixpkgs' shape: meta.license.free, meta.platforms (meta.available is derived).
+          license = { free = !row.unfree; };
+          inherit (row) platforms;
+          mainProgram = lib.last path;
+        };
+        passthru = {
+          propagatedBuildOutputs = row.propagated or [ ];
+          setupHookExports = row.setup-hook or [ ];
+        };
+      };
+
+  fromFacts = builtins.foldl'
+    (acc: name:
+      let path = lib.splitString "." name; in
+      lib.recursiveUpdate acc (lib.setAttrByPath path (rowToValue path facts.attr.${name})))
+    { }
+    (builtins.attrNames facts.attr);
 
   stdenv = {
     mkDerivation = mk;
@@ -11,36 +36,15 @@ let
     buildPlatform = { inherit system; };
   };
 
-  cudaPackages_13_0 =
-    let
-      redist = pname: version: outputs: pkg pname version { inherit outputs; };
-    in
-    {
-      cudaMajorMinorVersion = "13.0";
-      cudaMajorVersion = "13";
-      cuda_nvcc = redist "cuda_nvcc" "13.0.88" [ "out" "bin" "dev" "include" "static" ];
-      cuda_cudart = redist "cuda_cudart" "13.0.96" [ "out" "dev" "include" "lib" "static" "stubs" ];
-      cuda_cccl = redist "cuda_cccl" "13.0.85" [ "out" "dev" "include" ];
-      cuda_crt = redist "cuda_crt" "13.0.88" [ "out" "include" ];
-      libnvvm = redist "libnvvm" "13.0.88" [ "out" "bin" ];
-      cudnn = redist "cudnn" "9.27.0.42" [ "out" "dev" "include" "lib" "static" ];
-      nccl = redist "nccl" "2.30.7-1" [ "out" "dev" "static" ];
-    };
-
-  llvmPackages_21 =
-    let
-      clang-unwrapped = pkg "clang" "21.1.8" { outputs = [ "out" "lib" "dev" "python" ]; };
-    in
-    {
-      inherit clang-unwrapped;
-      libclang = clang-unwrapped;
-      clang = pkg "clang-wrapper" "21.1.8" { passthru.cc = clang-unwrapped; };
-    };
+  llvmPackages_21 = fromFacts.llvmPackages_21 // {
+    clang-unwrapped = fromFacts.llvmPackages_21.libclang;
+  };
 in
-{
-  inherit lib config stdenv system;
-  inherit cudaPackages_13_0 llvmPackages_21;
-  cudaPackages = cudaPackages_13_0;
+fromFacts // {
+  inherit lib config stdenv system llvmPackages_21;
+  cudaPackages_13_0 = fromFacts.cudaPackages_13_0 // {
+    cudaMajorVersion = lib.versions.major fromFacts.cudaPackages_13_0.cudaMajorMinorVersion;
+  };
 
   mkShell = { name ? "nix-shell", packages ? [ ], nativeBuildInputs ? [ ], ... }@args:
     mk (builtins.removeAttrs args [ "packages" ] // {
@@ -60,13 +64,8 @@ in
       meta = (args.meta or { }) // { mainProgram = name; };
     });
 
-  python3 = withBin "python3" "3.13.6" "python3";
-  maturin = withBin "maturin" "1.16.0" "maturin";
-  zig = withBin "zig" "0.15.1" "zig";
-  cargo-nextest = withBin "cargo-nextest" "0.9.110" "cargo-nextest";
-  nixpkgs-fmt = withBin "nixpkgs-fmt" "1.3.0" "nixpkgs-fmt";
-  findutils = withBin "findutils" "4.10.0" "find";
-  git = withBin "git" "2.50.1" "git";
-  rsync = withBin "rsync" "3.4.1" "rsync";
-  zstd = withBin "zstd" "1.5.7" "zstd";
+  writeShellScriptBin = name: text: mk {
+    inherit name text;
+    meta.mainProgram = name;
+  };
 }

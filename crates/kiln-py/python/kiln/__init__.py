@@ -4,7 +4,11 @@ lookup), cuBLAS matmul, cuDNN softmax and an NCCL all-reduce, for any DLPack arr
 Inputs: any object with ``__dlpack__``/``__dlpack_device__``. CUDA arrays (torch, cupy, jax)
 are used in place, zero-copy; host arrays (numpy, CPU torch) are copied to the GPU. Results are
 ``kiln.Array``: device memory that ``torch.from_dlpack`` / ``cupy.from_dlpack`` take zero-copy;
-``.numpy()`` copies to the host. Every launch uses the CUDA legacy default stream.
+``.numpy()`` copies to the host. Each op runs on the caller's stream: ``stream=``, else the
+innermost ``with kiln.stream(s):``, else torch's current stream for torch inputs (cupy's for
+cupy inputs), else the legacy default stream; ``out=`` writes into a preallocated array. Ops
+can be captured into CUDA graphs (``torch.cuda.graph``); those that cannot raise
+``kiln.CaptureError``. See docs/streams.md.
 
 Without an NVIDIA driver, ``import kiln`` and ``kiln.build_info()`` work; operations raise
 ``kiln.NoDriverError``. How the NVIDIA libraries are found: see ``kiln._preload``.

@@ -39,7 +39,14 @@ class IdOutOfRangeError(KilnError, IndexError):
     """An index (an embedding id) is outside the valid range."""
 
 
+class CaptureError(KilnError):
+    """The operation cannot run while its stream captures a CUDA graph (it would wait for the
+    GPU or read a result back, which cannot be recorded). Raised before anything is enqueued:
+    the capture is left intact. docs/streams.md lists what is capture-safe."""
+
+
 __all__ = [
+    "CaptureError",
     "KilnError",
     "NoDriverError",
     "NoDeviceError",

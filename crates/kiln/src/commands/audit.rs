@@ -281,6 +281,19 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
                 m.matrix.join(" "),
                 m.targets.len()
             )?;
+            if !m.kernel_languages.is_empty() {
+                let (cuda, rust) = (m.kernels_in("cuda").len(), m.kernels_in("rust").len());
+                let rustc = m.kernel_rustc_version.lines().next().unwrap_or("?");
+                let rustc = if rust > 0 {
+                    format!(" (kernel {rustc})")
+                } else {
+                    String::new()
+                };
+                writeln!(
+                    out,
+                    "    kernel sources: {cuda} CUDA C++, {rust} Rust{rustc}"
+                )?;
+            }
         }
     }
     if hidden > 0 {

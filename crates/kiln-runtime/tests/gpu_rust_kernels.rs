@@ -1,0 +1,283 @@
+//! The kernels written in Rust (`gpu.rs()`, kernels/rust) on the GPU, each against a float64
+//! reference computed here and against its C++ twin (`gpu.vecadd`, …) on the same inputs:
+//! every float dtype, ≥ 20 shapes per op (odd sizes, sizes around the block and the 16-byte
+//! pack, rows longer than the register-cached path, misaligned views that force the scalar
+//! path). Tolerances are the C++ tests' (`reference::Tolerance::for_dtype`), applied to both
+//! comparisons.
+//!
+//! Without a driver or GPU each test prints "SKIP: …" and passes (CI has no GPU).
+//! KILN_GPU_TEST_SIZES=small keeps shapes ≤ 65536 elements (for compute-sanitizer runs).
+
+use kiln_runtime::reference::{self as r, compare, Tolerance};
+use kiln_runtime::{DType, Error, Gpu, Tensor, View};
+
+macro_rules! skip {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
+fn gpu() -> Option<Gpu> {
+    match Gpu::new(0) {
+        Ok(g) => Some(g),
+        Err(e @ (Error::NoDriver(_) | Error::NoDevice { .. })) => {
+            skip!("SKIP: no GPU to test on: {e}");
+            None
+        }
+        Err(e) => panic!("opening GPU 0 failed: {e}"),
+    }
+}
+
+fn keep(numel: usize) -> bool {
+    std::env::var("KILN_GPU_TEST_SIZES").map_or(true, |v| v != "small") || numel <= 65536
+}
+
+/// SplitMix64 (the same generator as gpu_ops.rs).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Values already rounded to `dtype`, so the reference sees exactly the device's inputs.
+    fn values(&mut self, n: usize, lo: f32, hi: f32, dtype: DType) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
+                r::round_to(lo + (hi - lo) * u, dtype)
+            })
+            .collect()
+    }
+}
+
+/// A device copy; `misalign` starts the view one element into a larger buffer.
+struct Input {
+    _buf: Tensor,
+    view: View,
+}
+fn upload(gpu: &Gpu, values: &[f32], dtype: DType, shape: &[usize], misalign: bool) -> Input {
+    let mut bytes = r::from_f32(values, dtype).unwrap();
+    let pad = if misalign { dtype.size() } else { 0 };
+    if misalign {
+        let mut padded = vec![0u8; pad];
+        padded.append(&mut bytes);
+        bytes = padded;
+    }
+    let n = bytes.len() / dtype.size();
+    let buf = Tensor::from_host(gpu, &bytes, dtype, vec![n]).unwrap();
+    let view = View::new(buf.ptr() + pad as u64, dtype, shape.to_vec());
+    Input { _buf: buf, view }
+}
+fn download(t: &Tensor) -> Vec<f32> {
+    r::to_f32(&t.to_host().unwrap(), t.dtype()).unwrap()
+}
+
+/// float64 references, rounded once to the output dtype.
+fn ref_vecadd(a: &[f32], b: &[f32], dtype: DType) -> Vec<f32> {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| r::round_to((x as f64 + y as f64) as f32, dtype))
+        .collect()
+}
+fn ref_silu_mul(g: &[f32], u: &[f32], dtype: DType) -> Vec<f32> {
+    g.iter()
+        .zip(u)
+        .map(|(&g, &u)| {
+            let (g, u) = (g as f64, u as f64);
+            r::round_to((g / (1.0 + (-g).exp()) * u) as f32, dtype)
+        })
+        .collect()
+}
+fn ref_rmsnorm(x: &[f32], w: &[f32], cols: usize, eps: f32, dtype: DType) -> Vec<f32> {
+    x.chunks(cols)
+        .flat_map(|row| {
+            let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / cols as f64;
+            let scale = 1.0 / (ms + eps as f64).sqrt();
+            row.iter()
+                .zip(w)
+                .map(move |(&v, &g)| r::round_to((v as f64 * scale * g as f64) as f32, dtype))
+        })
+        .collect()
+}
+
+/// Every (op, dtype, shape) compared twice: Rust vs the f64 reference, Rust vs C++.
+#[derive(Default)]
+struct Report {
+    checked: usize,
+    failures: Vec<String>,
+}
+impl Report {
+    fn check(&mut self, what: String, rust: &Tensor, cxx: &Tensor, want: &[f32], tol: Tolerance) {
+        self.checked += 1;
+        let got = download(rust);
+        if let Err(m) = compare(&got, want, tol) {
+            self.failures
+                .push(format!("{what}: Rust vs float64 reference: {m} ({tol:?})"));
+        }
+        if let Err(m) = compare(&got, &download(cxx), tol) {
+            self.failures
+                .push(format!("{what}: Rust vs its C++ twin: {m} ({tol:?})"));
+        }
+    }
+    fn finish(self, op: &str) {
+        println!(
+            "{op}: {} cases checked (each vs float64 and vs C++), {} failed",
+            self.checked,
+            self.failures.len()
+        );
+        assert!(
+            self.failures.is_empty(),
+            "{op} failures:\n{}",
+            self.failures.join("\n")
+        );
+    }
+}
+
+const ELEMENTWISE: &[usize] = &[
+    1,
+    2,
+    3,
+    7,
+    8,
+    9,
+    31,
+    32,
+    33,
+    255,
+    256,
+    257,
+    1000,
+    1023,
+    1025,
+    4095,
+    4097,
+    15015,
+    65535,
+    65537,
+    100_003,
+    1 << 20,
+    (1 << 20) + 7,
+];
+
+#[test]
+fn rust_elementwise_match_f64_and_cpp() {
+    let Some(gpu) = gpu() else { return };
+    let mut rep = Report::default();
+    let mut rng = Rng(7);
+    for dtype in DType::FLOATS {
+        let tol = Tolerance::for_dtype(dtype);
+        for (i, &n) in ELEMENTWISE.iter().filter(|&&n| keep(n)).enumerate() {
+            let misalign = i % 4 == 3;
+            let shape = if n % 3 == 0 { vec![3, n / 3] } else { vec![n] };
+            let tag = |op: &str| {
+                let m = if misalign { " misaligned" } else { "" };
+                format!("rs.{op} {dtype} {shape:?}{m}")
+            };
+            let (a, b) = (
+                rng.values(n, -1.0, 1.0, dtype),
+                rng.values(n, -1.0, 1.0, dtype),
+            );
+            let (da, db) = (
+                upload(&gpu, &a, dtype, &shape, misalign),
+                upload(&gpu, &b, dtype, &shape, misalign),
+            );
+            let rust = gpu.rs().vecadd(&da.view, &db.view).unwrap();
+            let cxx = gpu.vecadd(&da.view, &db.view).unwrap();
+            assert_eq!(rust.shape(), &shape[..]);
+            rep.check(tag("vecadd"), &rust, &cxx, &ref_vecadd(&a, &b, dtype), tol);
+
+            let g = rng.values(n, -8.0, 8.0, dtype);
+            let dg = upload(&gpu, &g, dtype, &shape, misalign);
+            let rust = gpu.rs().silu_mul(&dg.view, &db.view).unwrap();
+            let cxx = gpu.silu_mul(&dg.view, &db.view).unwrap();
+            rep.check(
+                tag("silu_mul"),
+                &rust,
+                &cxx,
+                &ref_silu_mul(&g, &b, dtype),
+                tol,
+            );
+        }
+    }
+    rep.finish("rs.vecadd + rs.silu_mul");
+}
+
+/// (rows, cols): odd widths, widths around the pack and the block, rows wider than the
+/// register-cached path (f32: 4·1024·4 = 16384 cols; f16/bf16: 32768), many short rows.
+const RMSNORM: &[(usize, usize)] = &[
+    (1, 1),
+    (1, 7),
+    (3, 8),
+    (5, 9),
+    (2, 31),
+    (4, 32),
+    (3, 33),
+    (7, 64),
+    (2, 127),
+    (16, 128),
+    (9, 255),
+    (8, 256),
+    (6, 1000),
+    (4, 1024),
+    (3, 1031),
+    (2, 4096),
+    (64, 4096),
+    (1, 8193),
+    (2, 16384),
+    (2, 20000),
+    (1, 40000),
+    (1000, 17),
+    (4097, 64),
+];
+
+#[test]
+fn rust_rmsnorm_matches_f64_and_cpp() {
+    let Some(gpu) = gpu() else { return };
+    let mut rep = Report::default();
+    let mut rng = Rng(11);
+    for dtype in DType::FLOATS {
+        let tol = Tolerance::for_dtype(dtype);
+        for (i, &(rows, cols)) in RMSNORM.iter().filter(|&&(r, c)| keep(r * c)).enumerate() {
+            let misalign = i % 5 == 4;
+            let x = rng.values(rows * cols, -2.0, 2.0, dtype);
+            let w = rng.values(cols, 0.5, 1.5, dtype);
+            let dx = upload(&gpu, &x, dtype, &[rows, cols], misalign);
+            let dw = upload(&gpu, &w, dtype, &[cols], misalign);
+            let eps = 1e-5;
+            let rust = gpu.rs().rmsnorm(&dx.view, &dw.view, eps).unwrap();
+            let cxx = gpu.rmsnorm(&dx.view, &dw.view, eps).unwrap();
+            let m = if misalign { " misaligned" } else { "" };
+            rep.check(
+                format!("rs.rmsnorm {dtype} [{rows}, {cols}]{m}"),
+                &rust,
+                &cxx,
+                &ref_rmsnorm(&x, &w, cols, eps, dtype),
+                tol,
+            );
+        }
+    }
+    rep.finish("rs.rmsnorm");
+}
+
+/// The same host-side contract as the C++ ops: bad shapes and dtypes are errors, not launches.
+#[test]
+fn rust_ops_reject_bad_inputs() {
+    let Some(gpu) = gpu() else { return };
+    let a = Tensor::from_host(&gpu, &[0u8; 16], DType::F32, vec![4]).unwrap();
+    let b = Tensor::from_host(&gpu, &[0u8; 12], DType::F32, vec![3]).unwrap();
+    assert!(matches!(
+        gpu.rs().vecadd(&a.view(), &b.view()),
+        Err(Error::Shape(_))
+    ));
+    let ids = Tensor::from_host(&gpu, &[0u8; 16], DType::I32, vec![4]).unwrap();
+    assert!(matches!(
+        gpu.rs().silu_mul(&ids.view(), &ids.view()),
+        Err(Error::DType(_))
+    ));
+    let w = Tensor::from_host(&gpu, &[0u8; 8], DType::F32, vec![2]).unwrap();
+    assert!(gpu.rs().rmsnorm(&a.view(), &w.view(), 1e-5).is_err());
+}
