@@ -184,5 +184,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("already has"), "{e}");
+        // Declared ranges (the runtime pins' `requires`) are matched by name too.
+        let m = "Name: kiln\nRequires-Dist: nvidia-cublas==13.1.0.3\n\n";
+        assert!(with_requires(m, &["nvidia-cublas>=13.0,<14".into()]).is_err());
+        assert!(with_requires(m, &["nvidia-cudnn-cu13>=9.19,<10".into()]).is_ok());
     }
 }
