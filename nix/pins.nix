@@ -15,6 +15,8 @@ in
   inherit (workspace.package) version;
   minDriver = kiln.min-driver;
   runtime = kiln.runtime or { };
+  # manylinux level and the Requires-Dist rule's extension crate (`kiln wheel finalize` applies it).
+  wheel = kiln.wheel or (throw "kiln: Cargo.toml has no [workspace.metadata.kiln.wheel]");
   cuda = need "cuda";
   cudaMajorMinor = majorMinor (need "cuda");
   # nixpkgs names its CUDA sets by major.minor: 13.0.2 -> cudaPackages_13_0.

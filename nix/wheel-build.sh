@@ -1,13 +1,11 @@
 # The wheel step, exactly as `nix build .#wheel` runs it (nix/wheel.nix reads this file) and as
 # `cargo xtask test --only sandbox` runs it without Nix, in a copy of the flake's source set.
 # Runs in the source tree; writes dist/*.whl there.
-# Environment: requiresDist (a JSON list), manylinux (the platform tag), TMPDIR (writable);
+# Environment: manylinux (the platform tag, [workspace.metadata.kiln.wheel]), TMPDIR (writable);
 # maturin, zig (or PyPI ziglang) and cargo on PATH; cargo's dependencies already fetched.
 # HOME is unwritable here, as in the Nix sandbox (/homeless-shelter): nothing may write there.
 set -euo pipefail
-: "${requiresDist:?}" "${manylinux:?}" "${TMPDIR:?}"
-# maturin writes Requires-Dist only from pyproject's [project] dependencies.
-sed -i "/^\[project\]$/a dependencies = $requiresDist" crates/kiln-py/pyproject.toml
+: "${manylinux:?}" "${TMPDIR:?}"
 # cargo-zigbuild (maturin --zig) keeps its cache under $XDG_CACHE_HOME, else $HOME/.cache;
 # zig its own under ZIG_GLOBAL_CACHE_DIR.
 export XDG_CACHE_HOME="$TMPDIR/xdg-cache" ZIG_GLOBAL_CACHE_DIR="$TMPDIR/zig-cache"
@@ -15,4 +13,8 @@ export XDG_CACHE_HOME="$TMPDIR/xdg-cache" ZIG_GLOBAL_CACHE_DIR="$TMPDIR/zig-cach
 # glibc, and leaves no build-tree RUNPATH: the wheel holds what its manylinux tag promises.
 maturin build --release --offline --locked \
   --manifest-path crates/kiln-py/Cargo.toml \
-  --zig --compatibility "$manylinux" --out dist
+  --zig --compatibility "$manylinux" --out raw
+# The post-processing step `cargo xtask wheel` runs too (crates/kiln-wheel/src/finalize.rs):
+# Requires-Dist and the SBOM's runtime wheels from the pins, RECORD rehashed.
+cargo run --release --offline --locked -p kiln -- \
+  wheel finalize raw/*.whl --pins Cargo.toml --out dist

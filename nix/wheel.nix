@@ -1,13 +1,14 @@
 # The Python wheel, as `cargo xtask wheel` makes it without Nix: maturin over crates/kiln-py,
-# tagged manylinux_2_34 (MANYLINUX in crates/xtask/src/wheel.rs), with Requires-Dist for the
-# NVIDIA runtime wheels taken from Cargo.toml [workspace.metadata.kiln.runtime] for each default
-# feature of kiln-py: the declared range (`requires`), not the exact pin. It builds on crane's
-# dependency-only build, so a change to kiln's own code rebuilds (and re-downloads) no
-# dependency. The build step itself is nix/wheel-build.sh, which CI runs without Nix too.
+# tagged with the manylinux level of Cargo.toml [workspace.metadata.kiln.wheel], then the same
+# post-processing step as xtask (`kiln wheel finalize`: Requires-Dist for the NVIDIA runtime
+# wheels of [workspace.metadata.kiln.runtime] named by kiln-py's default features, the SBOM's
+# runtime components, RECORD). It builds on crane's dependency-only build, so a change to kiln's
+# own code rebuilds (and re-downloads) no dependency. The build step itself is
+# nix/wheel-build.sh, which CI runs without Nix too (`cargo xtask sandbox`).
 { pkgs, pins, crates, root }:
 let
   inherit (pkgs) lib;
-  manylinux = "manylinux_2_34";
+  inherit (pins.wheel) manylinux;
 
   kilnPy = builtins.fromTOML (builtins.readFile (root + "/crates/kiln-py/Cargo.toml"));
   runtimeFeatures = builtins.filter (f: pins.runtime ? ${f}) kilnPy.features.default;

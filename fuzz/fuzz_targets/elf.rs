@@ -9,18 +9,16 @@ fuzz_target!(|data: &[u8]| {
         max_total_size: 256 << 20,
         ..Default::default()
     };
-    let binary = kiln_audit::input::analyse("lib/x.so", data, &opts);
+    let binary = kiln_audit::read::binary("lib/x.so", data, &opts);
     let artifact = kiln_audit::Artifact {
-        kind: kiln_audit::InputKind::Wheel,
-        root: Default::default(),
         files: ["lib/x.so".to_string()].into(),
         binaries: vec![binary],
         wheel: Some(Default::default()),
-        findings: Vec::new(),
+        ..kiln_audit::Artifact::empty(kiln_audit::InputKind::Wheel)
     };
     let policy = kiln_audit::Policy {
-        expect_sass: Some(kiln_audit::policy::parse_arch_list("80,90a,100f").unwrap()),
-        expect_ptx: Some(kiln_audit::policy::parse_arch_list("120").unwrap()),
+        expect_sass: Some(kiln_audit::parse_arch_list("80,90a,100f").unwrap()),
+        expect_ptx: Some(kiln_audit::parse_arch_list("120").unwrap()),
         min_driver: Some(580),
         platform: Some("manylinux_2_28_x86_64".into()),
         runtime: Default::default(),

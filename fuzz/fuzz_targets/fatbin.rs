@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(code) = kiln_audit::device::read(data, true) {
+    if let Ok(code) = kiln_audit::read::device_code(data, true) {
         for e in &code.entries {
             let _ = (&e.target, e.kernels.len(), &e.ptx_isa);
         }

@@ -9,7 +9,7 @@ fuzz_target!(|data: &[u8]| {
         ..Default::default()
     };
     let path = std::path::Path::new("pkg-1.0-cp39-abi3-manylinux_2_17_x86_64.whl");
-    if let Ok(artifact) = kiln_audit::input::read_wheel(path, data, &opts, &kiln_audit::NoProgress)
+    if let Ok(artifact) = kiln_audit::read::wheel(path, data, &opts, &kiln_audit::NoProgress)
     {
         let _ = kiln_audit::evaluate(path, artifact, &kiln_audit::Policy::default());
     }

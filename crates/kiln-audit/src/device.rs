@@ -1,7 +1,8 @@
 //! Device code of one ELF: every fatbin container and entry, with kernels and PTX ISA.
 //! Headers are read first (cheap); payloads are then decompressed in parallel.
 
-use kiln_fatbin::container::{self, Compression, EntryKind};
+use kiln_fatbin::container;
+use kiln_pins::{Target, Variant};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -11,21 +12,112 @@ pub struct DeviceCode {
     pub entries: Vec<EntryFacts>,
 }
 
+/// What a fatbin entry holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    /// Machine code (SASS) for one GPU.
+    Cubin,
+    /// PTX, JIT-compiled by the driver.
+    Ptx,
+    /// Anything else (e.g. LTO IR).
+    Other,
+}
+
+impl EntryKind {
+    /// The JSON spelling: "cubin", "ptx", "other".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Cubin => "cubin",
+            EntryKind::Ptx => "ptx",
+            EntryKind::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How an entry's payload is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    None,
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    /// The JSON spelling: "none", "lz4", "zstd".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+/// What an entry is for: a SASS or PTX target, or an entry kind kiln does not read (named
+/// `kind<K>_<sm><variant>` in text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EntryTarget {
+    Device(Target),
+    Other {
+        kind: u16,
+        sm: u32,
+        variant: Variant,
+    },
+}
+
+impl EntryTarget {
+    /// The SASS or PTX target, when the entry is one.
+    pub fn device(&self) -> Option<Target> {
+        match self {
+            EntryTarget::Device(t) => Some(*t),
+            EntryTarget::Other { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Display for EntryTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EntryTarget::Device(t) => t.fmt(f),
+            EntryTarget::Other { kind, sm, variant } => {
+                write!(f, "kind{kind}_{sm}{}", variant.suffix())
+            }
+        }
+    }
+}
+
+impl Serialize for EntryTarget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+fn variant_suffix<S: serde::Serializer>(v: &Variant, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.suffix())
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct EntryFacts {
     pub container: usize,
     /// Offset of the entry header inside `.nv_fatbin`.
     pub offset: usize,
-    /// "cubin", "ptx" or "other"
-    pub kind: &'static str,
-    /// Exact target with its `a`/`f` variant: "sm_100f", "compute_120".
-    pub target: String,
+    pub kind: EntryKind,
+    /// Exact target with its `a`/`f` variant; in JSON "sm_100f", "compute_120".
+    pub target: EntryTarget,
     /// Compute capability number (100 for sm_100f).
     pub sm: u32,
-    /// "", "a" or "f"
-    pub variant: &'static str,
-    /// "none", "lz4" or "zstd"
-    pub compression: &'static str,
+    /// In JSON "", "a" or "f".
+    #[serde(serialize_with = "variant_suffix")]
+    pub variant: Variant,
+    pub compression: Compression,
     pub stored_size: usize,
     pub size: u64,
     /// Kernel entry symbols (cubin) or `.entry` names (PTX).
@@ -63,17 +155,29 @@ fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> En
         container,
         offset: e.offset,
         kind: match e.kind {
-            EntryKind::Elf => "cubin",
-            EntryKind::Ptx => "ptx",
-            EntryKind::Other(_) => "other",
+            container::EntryKind::Elf => EntryKind::Cubin,
+            container::EntryKind::Ptx => EntryKind::Ptx,
+            container::EntryKind::Other(_) => EntryKind::Other,
         },
-        target: e.target(),
+        target: match e.target() {
+            Some(t) => EntryTarget::Device(t),
+            None => EntryTarget::Other {
+                // The header's kind field (1 PTX, 2 ELF, anything else kept as read).
+                kind: match e.kind {
+                    container::EntryKind::Ptx => 1,
+                    container::EntryKind::Elf => 2,
+                    container::EntryKind::Other(k) => k,
+                },
+                sm: e.sm,
+                variant: e.variant,
+            },
+        },
         sm: e.sm,
-        variant: e.variant.suffix(),
+        variant: e.variant,
         compression: match e.compression {
-            Compression::None => "none",
-            Compression::Lz4 => "lz4",
-            Compression::Zstd => "zstd",
+            container::Compression::None => Compression::None,
+            container::Compression::Lz4 => Compression::Lz4,
+            container::Compression::Zstd => Compression::Zstd,
         },
         stored_size: e.payload.len(),
         size: e.decompressed_size,
@@ -82,13 +186,13 @@ fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> En
         ptx_isa_num: None,
         error: None,
     };
-    if e.kind == EntryKind::Ptx {
+    if e.kind == container::EntryKind::Ptx {
         // The header carries the ISA too; the text (below) wins when readable.
         let (major, minor) = e.version;
         facts.ptx_isa_num = Some((major as u32, minor as u32));
     }
-    let needs_payload = list_kernels || e.kind == EntryKind::Ptx;
-    if !needs_payload || matches!(e.kind, EntryKind::Other(_)) {
+    let needs_payload = list_kernels || e.kind == container::EntryKind::Ptx;
+    if !needs_payload || matches!(e.kind, container::EntryKind::Other(_)) {
         return finish(facts);
     }
     thread_local! {
@@ -111,18 +215,20 @@ fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> En
 
 fn read_payload(e: &container::Entry, payload: &[u8], facts: &mut EntryFacts) {
     match e.kind {
-        EntryKind::Elf => match kiln_fatbin::cubin::kernels(payload) {
+        container::EntryKind::Elf => match kiln_fatbin::cubin::kernels(payload) {
             Ok(k) => facts.kernels = k,
             Err(err) => facts.error = Some(err.to_string()),
         },
-        EntryKind::Ptx => match kiln_fatbin::ptx::parse(&String::from_utf8_lossy(payload)) {
-            Ok(info) => {
-                facts.ptx_isa_num = Some(info.isa);
-                facts.kernels = info.kernels;
+        container::EntryKind::Ptx => {
+            match kiln_fatbin::ptx::parse(&String::from_utf8_lossy(payload)) {
+                Ok(info) => {
+                    facts.ptx_isa_num = Some(info.isa);
+                    facts.kernels = info.kernels;
+                }
+                Err(err) => facts.error = Some(err.to_string()),
             }
-            Err(err) => facts.error = Some(err.to_string()),
-        },
-        EntryKind::Other(_) => {}
+        }
+        container::EntryKind::Other(_) => {}
     }
 }
 

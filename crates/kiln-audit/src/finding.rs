@@ -77,6 +77,13 @@ pub const RULES: &[(&str, Severity)] = &[
     ("tags/filename-mismatch", Severity::Warning),
 ];
 
+/// Rules whose severity depends on a fact: the lower severity, and when it applies.
+pub const LOWER_SEVERITY: &[(&str, Severity, &str)] = &[(
+    "linkage/unresolved-dlopen",
+    Severity::Warning,
+    "the .note.dlopen feature's priority is not `required`",
+)];
+
 /// The severity a rule id is registered with (panics only on a typo in this crate's own code,
 /// caught by the unit test below).
 pub fn severity_of(rule: &str) -> Severity {
@@ -102,6 +109,24 @@ pub(crate) fn finding(
     }
 }
 
+/// A finding at the rule's registered lower severity ([`LOWER_SEVERITY`]).
+pub(crate) fn finding_lower(
+    rule: &'static str,
+    file: &str,
+    message: String,
+    fix: impl Into<String>,
+) -> Finding {
+    let severity = LOWER_SEVERITY
+        .iter()
+        .find(|(r, _, _)| *r == rule)
+        .map(|(_, s, _)| *s)
+        .unwrap_or_else(|| panic!("no lower severity registered for {rule}"));
+    Finding {
+        severity,
+        ..finding(rule, file, message, fix)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -113,7 +138,11 @@ mod tests {
                 let path = entry.unwrap().path();
                 if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("finding.rs") {
                     let text = std::fs::read_to_string(&path).unwrap();
-                    for piece in text.split("finding(").skip(1) {
+                    for piece in text
+                        .split("finding(")
+                        .skip(1)
+                        .chain(text.split("finding_lower(").skip(1))
+                    {
                         if let Some(rest) = piece.trim_start().strip_prefix('"') {
                             used.push(rest.split('"').next().unwrap().to_string());
                         }
@@ -122,11 +151,115 @@ mod tests {
             }
         }
         assert!(used.len() > 10, "rule scan found only {used:?}");
+        for (rule, lower, _) in super::LOWER_SEVERITY {
+            assert!(super::severity_of(rule) > *lower, "{rule}: not lower");
+        }
         for rule in used {
             assert!(
                 super::RULES.iter().any(|(r, _)| *r == rule),
                 "{rule} is not in RULES"
             );
         }
+    }
+}
+
+/// The readers turn bytes into facts; only `rules/` decides findings. A reader that constructs a
+/// [`Finding`] or reaches into the crate root (where the entry points and the policy live) fails
+/// here. The readers are every module outside `rules/` except the registry, the entry points and
+/// the report's derived views.
+#[cfg(test)]
+mod reader_purity {
+    const NOT_READERS: &[&str] = &["finding.rs", "lib.rs", "kernel_matrix.rs", "policy.rs"];
+
+    fn readers() -> Vec<(String, String)> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".rs") && !NOT_READERS.contains(&name.as_str()) {
+                out.push((name, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+        out
+    }
+
+    /// The code of a file with `//` comments and `#[cfg(test)]` modules left out.
+    fn code(text: &str) -> String {
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        text.lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// What in one reader's code breaks the rule.
+    fn violations(name: &str, text: &str) -> Vec<String> {
+        let code = code(text);
+        let mut out = Vec::new();
+        for banned in [
+            "Finding",
+            "finding(",
+            "finding::",
+            "Severity",
+            "Policy",
+            "rules::",
+        ] {
+            if code.contains(banned) {
+                out.push(format!(
+                    "{name} mentions `{banned}`: readers produce facts, rules/ decides findings"
+                ));
+            }
+        }
+        for line in code.lines() {
+            let l = line.trim();
+            let Some(path) = l.strip_prefix("use crate::") else {
+                continue;
+            };
+            // `use crate::{…}` / `use crate::Item` reach the crate root; `use crate::module::…`
+            // is a sibling module.
+            if path.starts_with('{')
+                || path.starts_with('*')
+                || path.starts_with(char::is_uppercase)
+            {
+                out.push(format!("{name} imports from the crate root: {l}"));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn no_reader_constructs_a_finding_or_imports_the_crate_root() {
+        let readers = readers();
+        let names: Vec<&str> = readers.iter().map(|(n, _)| n.as_str()).collect();
+        for expected in ["input.rs", "elf.rs", "device.rs", "facts.rs", "runpath.rs"] {
+            assert!(
+                names.contains(&expected),
+                "{expected} not scanned: {names:?}"
+            );
+        }
+        let found: Vec<String> = readers
+            .iter()
+            .flat_map(|(name, text)| violations(name, text))
+            .collect();
+        assert!(found.is_empty(), "{found:#?}");
+    }
+
+    /// The scan itself can fail: the old input.rs's shape is caught, a fact-only reader is not.
+    #[test]
+    fn the_scan_catches_what_it_forbids() {
+        let old = "use crate::finding::{finding, Finding};\nuse crate::{AuditError, Options, Progress};\nfn f() { findings.push(finding(\"wheel/unsafe-path\", n, m, x)); }";
+        assert_eq!(
+            violations("old.rs", old).len(),
+            4,
+            "{:?}",
+            violations("old.rs", old)
+        );
+        let fine = "use crate::facts::{Artifact, ReadProblem};\nuse crate::options::Options; // not a Finding\n#[cfg(test)]\nmod t { use crate::Finding; }";
+        assert!(
+            violations("fine.rs", fine).is_empty(),
+            "{:?}",
+            violations("fine.rs", fine)
+        );
     }
 }

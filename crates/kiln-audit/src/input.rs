@@ -4,64 +4,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use kiln_wheel::record::{self, Hasher, MemberDigest};
+use kiln_wheel::{archive, metadata, tags};
 use rayon::prelude::*;
-use serde::Serialize;
-use sha2::{Digest, Sha256};
 
-use crate::device::{self, DeviceCode};
-use crate::elf::{self, ElfFacts};
-use crate::finding::{finding, Finding};
-use crate::wheel::{self, MemberDigest, Requirement};
-use crate::{AuditError, Options, Progress};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum InputKind {
-    Wheel,
-    Elf,
-    Directory,
-    /// A bare fatbin file (what `nvcc -fatbin` or `fatbinary` writes).
-    Fatbin,
-}
-
-/// One ELF inside the input.
-#[derive(Debug, Clone, Serialize)]
-pub struct Binary {
-    /// Path relative to the input root ("" parts joined with '/').
-    pub path: String,
-    pub size: u64,
-    pub elf: Option<ElfFacts>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device: Option<DeviceCode>,
-    #[serde(skip)]
-    pub elf_error: Option<String>,
-    #[serde(skip)]
-    pub device_error: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct WheelMeta {
-    pub dist_info: Vec<String>,
-    /// Tags from the WHEEL file(s), expanded.
-    pub tags: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub filename: Option<wheel::FilenameTags>,
-    pub requires_dist: Vec<Requirement>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Artifact {
-    pub kind: InputKind,
-    pub root: PathBuf,
-    /// Every file path in the input (relative, '/'-separated).
-    pub files: BTreeSet<String>,
-    pub binaries: Vec<Binary>,
-    pub wheel: Option<WheelMeta>,
-    /// Findings produced while reading (unsafe paths, RECORD, unreadable members).
-    pub findings: Vec<Finding>,
-}
+use crate::device;
+use crate::elf;
+use crate::error::AuditError;
+use crate::facts::{Artifact, Binary, DistRecord, InputKind, ReadProblem, WheelMeta};
+use crate::options::{Options, Progress};
+use crate::runpath;
 
 pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
     let meta = std::fs::metadata(path).map_err(|e| AuditError::io(path, e))?;
@@ -77,13 +31,15 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let binary = analyse(&name, &map, opts);
+        let root = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let beside = libraries_beside(&root, &binary);
         Ok(Artifact {
             kind: InputKind::Elf,
-            root: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            root,
             files: BTreeSet::from([name]),
             binaries: vec![binary],
-            wheel: None,
-            findings: Vec::new(),
+            beside,
+            ..Artifact::empty(InputKind::Elf)
         })
     } else if kiln_fatbin::container::is_fatbin(&map) {
         let name = path
@@ -103,16 +59,30 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             Err(e) => binary.device_error = Some(e),
         }
         Ok(Artifact {
-            kind: InputKind::Fatbin,
             root: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
             files: BTreeSet::from([name]),
             binaries: vec![binary],
-            wheel: None,
-            findings: Vec::new(),
+            ..Artifact::empty(InputKind::Fatbin)
         })
     } else {
         Err(AuditError::Unrecognized(path.to_path_buf()))
     }
+}
+
+/// Which `$ORIGIN`-relative candidates for the sonames a lone ELF loads exist on disk next to it.
+fn libraries_beside(root: &Path, binary: &Binary) -> BTreeSet<String> {
+    let Some(elf) = &binary.elf else {
+        return BTreeSet::new();
+    };
+    let sonames = elf
+        .needed
+        .iter()
+        .chain(elf.dlopen.iter().flat_map(|f| &f.soname));
+    sonames
+        .flat_map(|s| runpath::origin_candidates(&binary.path, elf, s))
+        .map(|(_, candidate)| candidate)
+        .filter(|candidate| root.join(candidate).exists())
+        .collect()
 }
 
 fn map_file(path: &Path) -> Result<memmap2::Mmap, AuditError> {
@@ -152,7 +122,7 @@ struct MemberResult {
     digest: Option<MemberDigest>,
     binary: Option<Binary>,
     text: Option<Vec<u8>>,
-    finding: Option<Finding>,
+    problem: Option<ReadProblem>,
 }
 
 fn is_dist_info_file(name: &str) -> bool {
@@ -169,7 +139,7 @@ pub fn read_wheel(
 ) -> Result<Artifact, AuditError> {
     let archive = zip::ZipArchive::new(std::io::Cursor::new(map))
         .map_err(|e| AuditError::Zip(path.to_path_buf(), e.to_string()))?;
-    let mut findings = Vec::new();
+    let mut problems = Vec::new();
     let mut indices = Vec::new();
     let mut files = BTreeSet::new();
     let mut declared_total: u64 = 0;
@@ -178,13 +148,8 @@ pub fn read_wheel(
         if name.ends_with('/') {
             continue;
         }
-        if let Some(why) = wheel::unsafe_path(&name) {
-            findings.push(finding(
-                "wheel/unsafe-path",
-                &name,
-                format!("member path {name:?} is unsafe ({why}); it was not read"),
-                "rebuild the wheel: members must be relative paths inside it",
-            ));
+        if let Some(why) = archive::unsafe_path(&name) {
+            problems.push(ReadProblem::UnsafePath { member: name, why });
             continue;
         }
         files.insert(name);
@@ -217,7 +182,7 @@ pub fn read_wheel(
     let mut texts: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut digests = BTreeMap::new();
     for r in results {
-        findings.extend(r.finding);
+        problems.extend(r.problem);
         if let Some(d) = r.digest {
             digests.insert(r.name.clone(), d);
         }
@@ -228,16 +193,16 @@ pub fn read_wheel(
     }
     let filename = path
         .file_name()
-        .and_then(|n| wheel::parse_filename(&n.to_string_lossy()));
-    let meta = read_dist_info(&texts, &digests, true, filename, &mut findings);
+        .and_then(|n| tags::parse_filename(&n.to_string_lossy()));
+    let meta = read_dist_info(&texts, filename, &mut problems);
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Artifact {
-        kind: InputKind::Wheel,
-        root: PathBuf::new(),
         files,
         binaries,
         wheel: Some(meta),
-        findings,
+        digests,
+        problems,
+        ..Artifact::empty(InputKind::Wheel)
     })
 }
 
@@ -252,19 +217,18 @@ fn read_member(
         digest: None,
         binary: None,
         text: None,
-        finding: None,
+        problem: None,
     };
     let fallback_name = ar.name_for_index(i).unwrap_or("?").to_string();
     let mut file = match ar.by_index(i) {
         Ok(f) => f,
         Err(e) => {
+            r.problem = Some(ReadProblem::UnreadableMember {
+                member: fallback_name.clone(),
+                action: "read",
+                error: e.to_string(),
+            });
             r.name = fallback_name;
-            r.finding = Some(finding(
-                "input/unreadable-member",
-                &r.name,
-                format!("cannot read member: {e}"),
-                "rebuild the wheel",
-            ));
             return r;
         }
     };
@@ -272,23 +236,17 @@ fn read_member(
     let compressed = file.compressed_size();
     let declared = file.size();
     if declared > opts.max_member_size {
-        r.finding = Some(finding(
-            "wheel/member-too-large",
-            &r.name,
-            format!(
-                "member claims {} bytes, over the limit of {}",
-                file.size(),
-                opts.max_member_size
-            ),
-            "raise --max-member-size if this is genuine",
-        ));
+        r.problem = Some(ReadProblem::MemberTooLarge {
+            member: r.name.clone(),
+            declared: Some(declared),
+            limit: opts.max_member_size,
+        });
         return r;
     }
     // One pass: inflate in chunks, hash each chunk while it is in cache, and keep the bytes only
     // for members that are analysed (ELF files, dist-info metadata).
     let mut bytes = Vec::new();
-    let mut hasher = Sha256::new();
-    let mut size: u64 = 0;
+    let mut hasher = Hasher::default();
     let mut keep = None;
     let mut chunk = vec![0u8; 256 << 10];
     let mut limited = (&mut file).take(opts.max_member_size + 1);
@@ -298,18 +256,16 @@ fn read_member(
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                r.finding = Some(finding(
-                    "input/unreadable-member",
-                    &r.name,
-                    format!("cannot decompress member: {e}"),
-                    "rebuild the wheel",
-                ));
+                r.problem = Some(ReadProblem::UnreadableMember {
+                    member: r.name.clone(),
+                    action: "decompress",
+                    error: e.to_string(),
+                });
                 return r;
             }
         };
         let data = &chunk[..n];
         hasher.update(data);
-        size += n as u64;
         let keep = *keep.get_or_insert_with(|| {
             let k = elf::is_elf(data) || is_dist_info_file(&r.name);
             if k {
@@ -322,22 +278,15 @@ fn read_member(
         }
     }
     progress.advance(compressed);
-    if size > opts.max_member_size {
-        r.finding = Some(finding(
-            "wheel/member-too-large",
-            &r.name,
-            format!(
-                "member inflates past the limit of {} bytes",
-                opts.max_member_size
-            ),
-            "raise --max-member-size if this is genuine",
-        ));
+    if hasher.size() > opts.max_member_size {
+        r.problem = Some(ReadProblem::MemberTooLarge {
+            member: r.name.clone(),
+            declared: None,
+            limit: opts.max_member_size,
+        });
         return r;
     }
-    r.digest = Some(MemberDigest {
-        hash: wheel::record_hash(&hasher.finalize()),
-        size,
-    });
+    r.digest = Some(hasher.finish());
     if elf::is_elf(&bytes) {
         r.binary = Some(analyse(&r.name, &bytes, opts));
     } else if is_dist_info_file(&r.name) {
@@ -349,10 +298,8 @@ fn read_member(
 /// Parses RECORD / WHEEL / METADATA of every top-level `.dist-info`.
 fn read_dist_info(
     texts: &BTreeMap<String, Vec<u8>>,
-    digests: &BTreeMap<String, MemberDigest>,
-    is_wheel: bool,
-    filename: Option<wheel::FilenameTags>,
-    findings: &mut Vec<Finding>,
+    filename: Option<tags::FilenameTags>,
+    problems: &mut Vec<ReadProblem>,
 ) -> WheelMeta {
     let mut meta = WheelMeta {
         filename,
@@ -365,52 +312,34 @@ fn read_dist_info(
     for d in &dist_infos {
         meta.dist_info.push(d.to_string());
         let record_path = format!("{d}/RECORD");
-        if let Some(text) = texts.get(&record_path) {
-            let record = wheel::parse_record(text, &record_path, findings);
-            wheel::verify_record(&record, digests, &record_path, is_wheel, findings);
-        } else if is_wheel {
-            findings.push(finding(
-                "wheel/record-missing",
-                d,
-                format!("{d} has no RECORD"),
-                "rebuild the wheel with a PEP 427 build backend",
-            ));
-        }
+        let rows = texts.get(&record_path).map(|text| {
+            let (rows, bad) = record::parse(text);
+            problems.extend(bad.into_iter().map(|b| ReadProblem::BadRecordLine {
+                record: record_path.clone(),
+                line: b.line,
+                error: b.error,
+            }));
+            rows
+        });
+        meta.records.push(DistRecord {
+            dist_info: d.to_string(),
+            rows,
+        });
         if let Some(text) = texts.get(&format!("{d}/WHEEL")) {
-            for (k, v) in wheel::parse_headers(&String::from_utf8_lossy(text)) {
-                if k.eq_ignore_ascii_case("Tag") {
-                    meta.tags.extend(wheel::expand_tag(&v));
-                }
+            for v in tags::wheel_file_tags(&String::from_utf8_lossy(text)) {
+                meta.tags.extend(tags::expand_tag(&v));
             }
         }
-        if let Some(text) = texts.get(&format!("{d}/METADATA")) {
-            let headers = wheel::parse_headers(&String::from_utf8_lossy(text));
-            meta.requires_dist.extend(wheel::parse_requires_dist(
-                &headers,
-                &format!("{d}/METADATA"),
-                findings,
-            ));
-        }
-    }
-    if is_wheel && dist_infos.is_empty() {
-        findings.push(finding(
-            "wheel/no-dist-info",
-            "",
-            "no .dist-info/ with RECORD, WHEEL or METADATA".into(),
-            "build the wheel with maturin or pip wheel",
-        ));
-    }
-    if let Some(f) = &meta.filename {
-        if !meta.tags.is_empty() && f.tags.iter().any(|t| !meta.tags.contains(t)) {
-            findings.push(finding(
-                "tags/filename-mismatch",
-                "",
-                format!(
-                    "file name tags {:?} differ from WHEEL tags {:?}",
-                    f.tags, meta.tags
-                ),
-                "rename the file to match the WHEEL Tag lines (or fix WHEEL)",
-            ));
+        let metadata_path = format!("{d}/METADATA");
+        if let Some(text) = texts.get(&metadata_path) {
+            let headers = metadata::parse_headers(&String::from_utf8_lossy(text));
+            let (reqs, bad) = metadata::parse_requires_dist(&headers);
+            meta.requires_dist.extend(reqs);
+            problems.extend(bad.into_iter().map(|b| ReadProblem::BadRequiresDist {
+                metadata: metadata_path.clone(),
+                value: b.value,
+                error: b.error,
+            }));
         }
     }
     meta
@@ -465,10 +394,7 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
                     .rev()
                     .nth(1)
                     .is_some_and(|d| d.ends_with(".dist-info"));
-            let digest = Some(MemberDigest {
-                hash: wheel::record_hash(&Sha256::digest(&map[..])),
-                size: map.len() as u64,
-            });
+            let digest = Some(MemberDigest::of(&map[..]));
             if elf::is_elf(&map) {
                 (name.clone(), Some(analyse(&name, &map, opts)), None, digest)
             } else if dist {
@@ -494,7 +420,7 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             texts.insert(name, t);
         }
     }
-    let mut findings = Vec::new();
+    let mut problems = Vec::new();
     // dist-info at the top level: an unpacked wheel or a site-packages tree.
     let top: BTreeMap<String, Vec<u8>> = texts
         .into_iter()
@@ -503,15 +429,16 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
     let wheel = if top.is_empty() {
         None
     } else {
-        Some(read_dist_info(&top, &digests, false, None, &mut findings))
+        Some(read_dist_info(&top, None, &mut problems))
     };
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Artifact {
-        kind: InputKind::Directory,
         root: root.to_path_buf(),
         files,
         binaries,
         wheel,
-        findings,
+        digests,
+        problems,
+        ..Artifact::empty(InputKind::Directory)
     })
 }

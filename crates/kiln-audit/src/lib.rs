@@ -2,85 +2,51 @@
 //! device code in `.nv_fatbin`, wheel metadata — and evaluates a [`Policy`] into [`Finding`]s.
 //! A library: it never prints and never exits; the `kiln` binary renders the [`Report`].
 //!
-//! - [`input`]: reads the input (wheel / ELF / directory) into an artifact
-//! - [`elf`], [`device`], [`wheel`]: the readers
-//! - [`platform`], [`nvidia_wheels`]: what the target system and NVIDIA's wheels provide
-//! - [`rules`]: linkage, arch matrix, metadata
-//! - [`coverage`]: the kernel x target matrix
+//! Readers turn bytes into typed facts, and only the rules decide findings:
+//! - readers: `input` (wheel / ELF / fatbin / directory → [`facts::Artifact`]), `elf`, `device`,
+//!   with the wheel formats from kiln-wheel; a problem met while reading is a
+//!   [`facts::ReadProblem`], never a finding
+//! - `rules/`: every rule id (registered in [`RULES`]), from facts + [`Policy`]
+//! - `platform`, `nvidia_wheels`: what the target system and NVIDIA's wheels provide
+//! - `kernel_matrix`: the kernel × target matrix, a view of the facts for the report
+//!
+//! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
+//! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
 
-pub mod coverage;
-pub mod device;
-pub mod elf;
-pub mod finding;
-pub mod input;
-pub mod nvidia_wheels;
-pub mod platform;
-pub mod policy;
-pub mod rules;
-pub mod wheel;
+mod device;
+mod elf;
+mod error;
+pub mod facts;
+mod finding;
+mod input;
+mod kernel_matrix;
+mod nvidia_wheels;
+mod options;
+mod platform;
+mod policy;
+mod rules;
+mod runpath;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
-pub use finding::{Finding, Severity, RULES};
-pub use input::{Artifact, Binary, InputKind};
-pub use policy::Policy;
-pub use rules::Resolution;
+pub use error::AuditError;
+pub use facts::{Artifact, Binary, InputKind};
+pub use finding::{Finding, Severity, LOWER_SEVERITY, RULES};
+pub use kernel_matrix::{Coverage, CoverageRow};
+pub use options::{NoProgress, Options, Progress};
+pub use policy::{parse_arch_list, Policy};
+pub use rules::{Resolution, Via};
+
+/// The readers, for callers that hold bytes rather than a path (fuzzing, tests).
+pub mod read {
+    pub use crate::device::read as device_code;
+    pub use crate::input::{analyse as binary, read as path, read_wheel as wheel};
+}
 
 /// Version of the JSON report layout (docs/audit-json-schema.md).
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// The input could not be read at all (exit code 2 territory).
-#[derive(Debug, thiserror::Error)]
-pub enum AuditError {
-    #[error("{0}: {1}")]
-    Io(PathBuf, std::io::Error),
-    #[error("{0}: not a wheel (zip), an ELF file, a fatbin or a directory")]
-    Unrecognized(PathBuf),
-    #[error("{0}: not a readable zip archive: {1}")]
-    Zip(PathBuf, String),
-    #[error("{0}: members declare {1} bytes in total, over the limit of {2} (--max-total-size)")]
-    TooLarge(PathBuf, u64, u64),
-}
-
-impl AuditError {
-    pub(crate) fn io(path: &Path, e: std::io::Error) -> AuditError {
-        AuditError::Io(path.to_path_buf(), e)
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// Decompress every cubin to list its kernels (the coverage matrix and per-kernel rule).
-    pub list_kernels: bool,
-    pub max_member_size: u64,
-    pub max_total_size: u64,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            list_kernels: true,
-            max_member_size: 4 << 30,
-            max_total_size: 32 << 30,
-        }
-    }
-}
-
-/// Progress of long reads, in bytes; called from worker threads.
-pub trait Progress: Sync {
-    fn begin(&self, total: u64, what: &str);
-    fn advance(&self, bytes: u64);
-    fn end(&self);
-}
-
-pub struct NoProgress;
-impl Progress for NoProgress {
-    fn begin(&self, _: u64, _: &str) {}
-    fn advance(&self, _: u64) {}
-    fn end(&self) {}
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -93,8 +59,8 @@ pub struct Report {
     pub binaries: Vec<Binary>,
     pub linkage: Vec<Resolution>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub wheel: Option<input::WheelMeta>,
-    pub coverage: Vec<coverage::Coverage>,
+    pub wheel: Option<facts::WheelMeta>,
+    pub coverage: Vec<Coverage>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -130,9 +96,7 @@ pub fn audit(
 
 /// Evaluates the rules over an artifact already read.
 pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
-    let (rule_findings, linkage) = rules::evaluate(&artifact, policy);
-    let mut findings = artifact.findings.clone();
-    findings.extend(rule_findings);
+    let (mut findings, linkage) = rules::evaluate(&artifact, policy);
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
@@ -156,13 +120,21 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
         if let Some(d) = &b.device {
             counts.binaries_with_device_code += 1;
             counts.fatbin_containers += d.containers;
-            counts.cubins += d.entries.iter().filter(|e| e.kind == "cubin").count();
-            counts.ptx += d.entries.iter().filter(|e| e.kind == "ptx").count();
+            counts.cubins += d
+                .entries
+                .iter()
+                .filter(|e| e.kind == facts::EntryKind::Cubin)
+                .count();
+            counts.ptx += d
+                .entries
+                .iter()
+                .filter(|e| e.kind == facts::EntryKind::Ptx)
+                .count();
             let kernels: std::collections::BTreeSet<&String> =
                 d.entries.iter().flat_map(|e| &e.kernels).collect();
             counts.kernels += kernels.len();
         }
-        coverage.extend(coverage::of(b));
+        coverage.extend(kernel_matrix::of(b));
     }
     Report {
         schema: SCHEMA_VERSION,

@@ -35,6 +35,43 @@ impl Policy {
         }
     }
 
+    /// The policy a caller states: `pins` (kiln's own, from a workspace Cargo.toml) overridden by
+    /// any of the explicit expectations. Every value is validated here; the error names the flag.
+    pub fn from_flags(
+        pins: Option<&Pins>,
+        expect_sass: Option<&str>,
+        expect_ptx: Option<&str>,
+        min_driver: Option<u32>,
+        platform: Option<&str>,
+    ) -> Result<Policy, String> {
+        let mut policy = pins.map(Policy::from_pins).unwrap_or_default();
+        if let Some(list) = expect_sass {
+            policy.expect_sass =
+                Some(parse_arch_list(list).map_err(|e| format!("--expect-sass: {e}"))?);
+        }
+        if let Some(list) = expect_ptx {
+            policy.expect_ptx =
+                Some(parse_arch_list(list).map_err(|e| format!("--expect-ptx: {e}"))?);
+        }
+        if let Some(d) = min_driver {
+            if kiln_pins::max_ptx_isa_for_driver(d).is_none() {
+                return Err(format!(
+                    "--min-driver {d}: older than any driver in kiln's driver/PTX ISA table"
+                ));
+            }
+            policy.min_driver = Some(d);
+        }
+        if let Some(p) = platform {
+            if crate::platform::glibc_ceiling(p).is_none() {
+                return Err(format!(
+                    "--platform {p:?}: not a manylinux platform tag (e.g. manylinux_2_28_x86_64)"
+                ));
+            }
+            policy.platform = Some(p.to_string());
+        }
+        Ok(policy)
+    }
+
     /// PTX ISA ceiling of `min_driver` (None: no driver policy, or a driver older than the table).
     pub fn max_ptx_isa(&self) -> Option<(u32, u32)> {
         self.min_driver
@@ -68,4 +105,22 @@ pub fn parse_arch_list(text: &str) -> Result<Vec<Arch>, String> {
 fn archs_as_text<S: serde::Serializer>(archs: &Option<Vec<Arch>>, s: S) -> Result<S::Ok, S::Error> {
     let text: Option<Vec<String>> = archs.as_ref().map(|v| v.iter().map(Arch::short).collect());
     serde::Serialize::serialize(&text, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_are_validated_with_the_flag_named() {
+        let e = Policy::from_flags(None, Some("80,9x"), None, None, None).unwrap_err();
+        assert!(e.starts_with("--expect-sass: "), "{e}");
+        let e = Policy::from_flags(None, None, None, Some(100), None).unwrap_err();
+        assert!(e.contains("--min-driver 100"), "{e}");
+        let e = Policy::from_flags(None, None, None, None, Some("linux_x86_64")).unwrap_err();
+        assert!(e.contains("--platform"), "{e}");
+        let p = Policy::from_flags(None, Some("90a"), Some("120"), Some(580), None).unwrap();
+        assert_eq!(p.expect_sass.unwrap()[0].short(), "90a");
+        assert_eq!(p.min_driver, Some(580));
+    }
 }

@@ -150,7 +150,7 @@ fn audit(path: &Path) -> kiln_audit::Report {
 /// Checks a report's device code against cuobjdump's listing of the same file.
 fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)>) {
     let report = audit(path);
-    let entries: Vec<&kiln_audit::device::EntryFacts> = report
+    let entries: Vec<&kiln_audit::facts::EntryFacts> = report
         .binaries
         .iter()
         .filter_map(|b| b.device.as_ref())
@@ -164,9 +164,13 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     for e in &entries {
         assert!(e.error.is_none(), "{}: {:?}", e.target, e.error);
         if let Some((cubin, ptx)) = expect_compression {
-            let want = if e.kind == "cubin" { cubin } else { ptx };
+            let want = if e.kind.as_str() == "cubin" {
+                cubin
+            } else {
+                ptx
+            };
             assert_eq!(
-                e.compression,
+                e.compression.as_str(),
                 want,
                 "{} {} compression in {}",
                 e.kind,
@@ -179,10 +183,10 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     let mut ours: Vec<(String, String)> = entries
         .iter()
         .map(|e| {
-            let name = if e.kind == "ptx" {
-                format!("sm_{}{}", e.sm, e.variant)
+            let name = if e.kind.as_str() == "ptx" {
+                format!("sm_{}{}", e.sm, e.variant.suffix())
             } else {
-                e.target.clone()
+                e.target.to_string()
             };
             let cuobjdump_spelling = name.strip_suffix('f').map(String::from).unwrap_or(name);
             (e.kind.to_string(), cuobjdump_spelling)
@@ -191,19 +195,22 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     ours.sort();
     assert_eq!(ours, cuobjdump_list(path), "entries of {}", path.display());
     // The `f` variant is reported exactly (cuobjdump --list-elf drops it).
-    let targets: Vec<&str> = entries.iter().map(|e| e.target.as_str()).collect();
+    let targets: Vec<String> = entries.iter().map(|e| e.target.to_string()).collect();
     if path
         .file_name()
         .is_some_and(|n| n.to_string_lossy().contains("fixture"))
     {
         for t in ["sm_80", "sm_90a", "sm_100f", "sm_120", "compute_120"] {
-            assert!(targets.contains(&t), "{t} missing from {targets:?}");
+            assert!(
+                targets.iter().any(|x| x == t),
+                "{t} missing from {targets:?}"
+            );
         }
     }
     // Kernels per cubin: identical to cuobjdump's resource-usage listing (which keeps suffixes).
     let mut ours: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for e in entries.iter().filter(|e| e.kind == "cubin") {
-        ours.entry(e.target.clone())
+    for e in entries.iter().filter(|e| e.kind.as_str() == "cubin") {
+        ours.entry(e.target.to_string())
             .or_default()
             .extend(e.kernels.iter().cloned());
     }
@@ -219,13 +226,13 @@ fn assert_matches_cuobjdump(path: &Path, expect_compression: Option<(&str, &str)
     }
     assert_eq!(ours, theirs, "kernels of {}", path.display());
     // PTX: ISA of the pinned nvcc, and the PTX's own kernels.
-    for e in entries.iter().filter(|e| e.kind == "ptx") {
+    for e in entries.iter().filter(|e| e.kind.as_str() == "ptx") {
         assert_eq!(
             e.ptx_isa.as_deref(),
             Some("9.0"),
             "nvcc 13.0 writes PTX ISA 9.0"
         );
-        let cubin = format!("sm_{}{}", e.sm, e.variant);
+        let cubin = format!("sm_{}{}", e.sm, e.variant.suffix());
         assert_eq!(
             Some(&e.kernels),
             ours.get(&cubin),
@@ -328,7 +335,7 @@ fn truncated_fatbin_is_an_error_value_at_every_length() {
     );
     let bytes = std::fs::read(&f).unwrap();
     for cut in (1..bytes.len()).step_by(7) {
-        let r = kiln_audit::device::read(&bytes[..cut], true);
+        let r = kiln_audit::read::device_code(&bytes[..cut], true);
         let broken = match r {
             Err(_) => true,
             Ok(d) => d.entries.iter().any(|e| e.error.is_some()),

@@ -24,7 +24,7 @@ fn zip(members: &[(&str, &[u8])]) -> Vec<u8> {
 
 fn read_wheel(bytes: &[u8], opts: &Options) -> Result<kiln_audit::Report, kiln_audit::AuditError> {
     let path = Path::new("x-1.0-py3-none-manylinux_2_17_x86_64.whl");
-    kiln_audit::input::read_wheel(path, bytes, opts, &NoProgress)
+    kiln_audit::read::wheel(path, bytes, opts, &NoProgress)
         .map(|a| kiln_audit::evaluate(path, a, &Policy::default()))
 }
 
@@ -118,7 +118,7 @@ fn elf_whose_sections_run_past_the_file_is_an_error() {
         exe[h + 24..h + 32].copy_from_slice(&(u64::MAX - 4).to_le_bytes());
         exe[h + 32..h + 40].copy_from_slice(&u64::MAX.to_le_bytes());
     }
-    let b = kiln_audit::input::analyse("x.so", &exe, &Options::default());
+    let b = kiln_audit::read::binary("x.so", &exe, &Options::default());
     assert!(
         b.elf_error.is_some(),
         "sections past EOF read as {:?}",
@@ -133,13 +133,13 @@ fn fatbin_with_lying_sizes_is_an_error_value() {
     c.extend_from_slice(&1u16.to_le_bytes());
     c.extend_from_slice(&16u16.to_le_bytes());
     c.extend_from_slice(&u64::MAX.to_le_bytes());
-    assert!(kiln_audit::device::read(&c, true).is_err());
+    assert!(kiln_audit::read::device_code(&c, true).is_err());
     // entry header size 0 (would loop forever if trusted)
     let mut c2 = c.clone();
     c2[8..16].copy_from_slice(&64u64.to_le_bytes());
     c2.extend_from_slice(&[2, 0, 1, 1, 0, 0, 0, 0]);
     c2.extend_from_slice(&[0; 56]);
-    assert!(kiln_audit::device::read(&c2, true).is_err());
+    assert!(kiln_audit::read::device_code(&c2, true).is_err());
 }
 
 /// Fuzz regression (fatbin target, oom-d50629237f): a zstd entry whose header claims a huge
@@ -162,7 +162,7 @@ fn zstd_entry_claiming_a_huge_size_is_rejected_before_allocating() {
     c.extend_from_slice(&16u16.to_le_bytes());
     c.extend_from_slice(&(entry.len() as u64).to_le_bytes());
     c.extend_from_slice(&entry);
-    let d = kiln_audit::device::read(&c, true).unwrap();
+    let d = kiln_audit::read::device_code(&c, true).unwrap();
     let err = d.entries[0].error.as_deref().unwrap_or("");
     assert!(err.contains("zstd header claims"), "{err:?}");
 }

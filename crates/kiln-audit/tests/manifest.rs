@@ -73,7 +73,7 @@ fn a_manifest_claiming_an_extra_target_is_a_finding() {
     let dir = tempfile::tempdir().unwrap();
     let mut m = kiln_kernels::manifest();
     let mut extra = m.targets[0].clone();
-    extra.target = "sm_75".into();
+    extra.target = kiln_pins::Target::parse("sm_75").unwrap();
     m.targets.push(extra);
     let tampered = with_manifest(dir.path(), &m.to_json());
     let found = rules(&tampered, &Policy::default());
@@ -110,7 +110,7 @@ fn a_dropped_target_and_a_garbled_manifest_are_findings() {
     assert!(
         found
             .iter()
-            .any(|(r, msg)| r == "manifest/unclaimed-target" && msg.contains(&dropped)),
+            .any(|(r, msg)| r == "manifest/unclaimed-target" && msg.contains(&dropped.name())),
         "{found:?}"
     );
 

@@ -11,8 +11,8 @@ use crate::error::{io, BuildError};
 use crate::jobs::{CompileJob, LinkJob, Outcome};
 use kiln_manifest::Manifest;
 
-use crate::manifest;
-use crate::report::{self, Summary};
+use crate::derived_manifest;
+use crate::progress::{self, Summary};
 use crate::rust::{self, PtxasJob, RustCrate, RustPtxJob};
 use crate::toolkit::{self, Toolkit};
 use crate::{abi, deps, fatbin, pool};
@@ -185,7 +185,7 @@ impl KernelBuild {
                     |_, r| {
                         if let (true, Ok(o)) = (self.progress, r) {
                             if !o.cached {
-                                report::job_line(
+                                progress::job_line(
                                     1,
                                     1,
                                     "compiled",
@@ -222,7 +222,7 @@ impl KernelBuild {
             |j, r| {
                 if let (true, Ok(o)) = (self.progress, r) {
                     if !o.cached {
-                        report::job_line(1, 1, "ptxas", "rust", &j.target.name(), o.elapsed);
+                        progress::job_line(1, 1, "ptxas", "rust", &j.target.name(), o.elapsed);
                     }
                 }
             },
@@ -270,15 +270,15 @@ impl KernelBuild {
             })
             .collect();
         let mut manifest =
-            manifest::new(&self.pins, &tk.version, &flags_for_manifest(&flags), names);
+            derived_manifest::new(&self.pins, &tk.version, &flags_for_manifest(&flags), names);
         for (job, out) in link_jobs.iter().zip(&linked) {
-            manifest::add_output(&mut manifest, job.target, &out.output)?;
+            derived_manifest::add_output(&mut manifest, job.target, &out.output)?;
         }
         let (rust_kernels, rustc_vv) = match (&rust_ptx, &rustc) {
             (Some(ptx), Some(rc)) => (rust::kernels(&ptx.output)?, rc.version_verbose.clone()),
             _ => (Vec::new(), String::new()),
         };
-        manifest::record_languages(&mut manifest, &rust_kernels, &rustc_vv);
+        derived_manifest::record_languages(&mut manifest, &rust_kernels, &rustc_vv);
         let gaps = manifest.gaps();
         if !gaps.is_empty() {
             let list: Vec<String> = gaps
@@ -367,7 +367,7 @@ impl KernelBuild {
                 let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 if let (true, Ok(o)) = (self.progress, r) {
                     if !o.cached {
-                        report::job_line(
+                        progress::job_line(
                             n,
                             total,
                             "compiled",
@@ -398,7 +398,14 @@ impl KernelBuild {
                 let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 if let (true, Ok(o)) = (self.progress, r) {
                     if !o.cached {
-                        report::job_line(n, total, "linked", "nvlink", &j.target.name(), o.elapsed);
+                        progress::job_line(
+                            n,
+                            total,
+                            "linked",
+                            "nvlink",
+                            &j.target.name(),
+                            o.elapsed,
+                        );
                     }
                 }
             },

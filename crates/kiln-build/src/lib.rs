@@ -13,20 +13,21 @@
 //! Flow: [`toolkit`] preflight (nvcc version = pin, every target supported) -> [`deps`] finds
 //! each source's project headers -> [`jobs`] one nvcc job per (source, target), keyed by
 //! [`cache`] -> [`pool`] runs them under cargo's jobserver -> [`fatbin`] combines them ->
-//! [`manifest`] lists the kernels each output really holds -> [`abi`] runs bindgen.
+//! [`derived_manifest`] lists the kernels each output really holds -> [`abi`] runs bindgen;
+//! [`progress`] prints the job lines and the summary.
 //! A `kernels/rust` crate is the second source kind ([`rust`]): one PTX from the kernel rustc,
 //! `ptxas` per SASS target, linked by the same `nvlink` into the same per-target modules.
 
 pub mod abi;
 pub mod cache;
 pub mod deps;
+pub mod derived_manifest;
 mod error;
 pub mod fatbin;
 pub mod jobs;
-pub mod manifest;
 pub mod pool;
+pub mod progress;
 pub mod provenance;
-pub mod report;
 pub mod rust;
 pub mod toolkit;
 

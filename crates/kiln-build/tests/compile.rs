@@ -91,11 +91,11 @@ fn edits_recompile_only_the_jobs_that_read_them() {
     );
 
     // The manifest is derived from the outputs: both kernels, every target.
-    let targets: Vec<(&str, &Vec<String>)> = header
+    let targets: Vec<(kiln_pins::Target, &Vec<String>)> = header
         .manifest
         .targets
         .iter()
-        .map(|t| (t.target.as_str(), &t.kernels))
+        .map(|t| (t.target, &t.kernels))
         .collect();
     assert_eq!(targets.len(), 3);
     for (t, kernels) in targets {

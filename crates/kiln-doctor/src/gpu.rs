@@ -3,11 +3,11 @@
 
 use kiln_pins::{max_ptx_isa_for_driver, Pins, DRIVER_PTX_ISA};
 
-use crate::coverage::{coverage, ptx_isa_of_cuda, Coverage};
 use crate::driver::{
     cuda_version_text, Driver, NotLoaded, CUDA_ERROR_NO_DEVICE, CUDA_ERROR_STUB_LIBRARY,
     CUDA_SUCCESS,
 };
+use crate::gpu_coverage::{coverage, ptx_isa_of_cuda, Coverage};
 use crate::report::{Check, Scope};
 
 const IDS_AFTER_LOAD: &[&str] = &[

@@ -58,22 +58,22 @@
 //! environment variables — is loaded only in a child process ([`ProbeCommand`], the kiln
 //! binary re-invoked), so a bad library cannot poison the doctor.
 
-mod coverage;
 mod driver;
 mod env;
 mod gpu;
+mod gpu_coverage;
 mod link;
 mod probe;
 mod report;
-mod toolchain;
+mod toolchain_checks;
 mod traps;
 
 use std::path::{Path, PathBuf};
 
 use kiln_pins::{Pins, PinsError};
 
-pub use coverage::{coverage, ptx_isa_of_cuda, Coverage};
 pub use env::{Env, LoaderPath};
+pub use gpu_coverage::{coverage, ptx_isa_of_cuda, Coverage};
 pub use probe::{child_main as probe_child_main, ProbeCommand};
 pub use report::{Check, Mode, Report, Scope, Status, Summary, SCHEMA};
 
@@ -210,16 +210,16 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
         .to_path_buf();
     let mut checks = vec![pins_check];
 
-    checks.extend(toolchain::nvcc_checks(env, &pins, &workspace));
-    checks.push(toolchain::libclang(
+    checks.extend(toolchain_checks::nvcc_checks(env, &pins, &workspace));
+    checks.push(toolchain_checks::libclang(
         env,
         &pins,
         &workspace,
         opts.probe.as_ref(),
     ));
-    checks.push(toolchain::rustc(env, &pins));
-    checks.push(toolchain::kernel_rustc(env, &pins));
-    checks.push(toolchain::maturin(env, &pins, &workspace));
+    checks.push(toolchain_checks::rustc(env, &pins));
+    checks.push(toolchain_checks::kernel_rustc(env, &pins));
+    checks.push(toolchain_checks::maturin(env, &pins, &workspace));
 
     let driver = driver::probe();
     checks.extend(gpu::checks(&pins, &driver));
@@ -234,7 +234,7 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
         .iter()
         .find_map(|v| env.get(v).map(PathBuf::from))
         .or_else(|| {
-            toolchain::locate_nvcc(env, &workspace)
+            toolchain_checks::locate_nvcc(env, &workspace)
                 .ok()
                 .and_then(|n| Some(n.parent()?.parent()?.to_path_buf()))
         });

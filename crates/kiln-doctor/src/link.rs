@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::env::Env;
 use crate::report::{Check, Scope};
-use crate::toolchain::{capture, last_lines};
+use crate::toolchain_checks::{capture, last_lines};
 
 const ID: &str = "link.driver-api";
 

@@ -10,7 +10,7 @@ use crate::driver::{Driver, NotLoaded, CUDA_ERROR_STUB_LIBRARY};
 use crate::env::{Env, Found, LoaderPath, Via};
 use crate::probe::{self, LibcudaProbe, ProbeCommand};
 use crate::report::{Check, Scope};
-use crate::toolchain::nvcc_version;
+use crate::toolchain_checks::nvcc_version;
 
 /// Real driver libraries are tens of MB; the toolkit's stub is tens of KB.
 const STUB_MAX_BYTES: u64 = 4 << 20;

@@ -1,6 +1,7 @@
 //! Fatbin containers: the `.nv_fatbin` section of an ELF holds one or more of them back to back.
 //!
-//! Layout (little endian, read from real nvcc 13 / CUDA 12 output, see shared/FACTS.md):
+//! Layout (little endian, read from real nvcc 13 / CUDA 12 output; the tests below and
+//! kiln-audit's golden test, which compares against cuobjdump, hold the cases):
 //! container header: u32 magic 0xBA55ED50, u16 version, u16 header size, u64 payload size;
 //! then entries, each: u16 kind (1 PTX, 2 ELF), u16, u32 header size, u64 payload size,
 //! u32 compressed size, u32, u16 minor, u16 major, u32 arch, u32, u32, u64 flags, u64,
@@ -39,24 +40,9 @@ pub enum EntryKind {
     Other(u16),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Variant {
-    Plain,
-    /// `a`: arch-specific (sm_90a)
-    ArchSpecific,
-    /// `f`: family (sm_100f)
-    Family,
-}
-
-impl Variant {
-    pub fn suffix(self) -> &'static str {
-        match self {
-            Variant::Plain => "",
-            Variant::ArchSpecific => "a",
-            Variant::Family => "f",
-        }
-    }
-}
+/// `a` (arch-specific, sm_90a) and `f` (family, sm_100f) targets: kiln-pins' vocabulary, the
+/// same one the matrix is written in.
+pub use kiln_pins::{Target, Variant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Compression {
@@ -85,14 +71,14 @@ pub struct Entry<'a> {
 }
 
 impl Entry<'_> {
-    /// "sm_90a" for a cubin, "compute_120" for PTX, "kind7_80" for unknown kinds.
-    pub fn target(&self) -> String {
-        let prefix = match self.kind {
-            EntryKind::Elf => "sm".to_string(),
-            EntryKind::Ptx => "compute".to_string(),
-            EntryKind::Other(k) => format!("kind{k}"),
-        };
-        format!("{prefix}_{}{}", self.sm, self.variant.suffix())
+    /// SASS for a cubin, PTX for PTX; None for kinds kiln does not read.
+    pub fn target(&self) -> Option<Target> {
+        let arch = kiln_pins::Arch::from_number(self.sm, self.variant);
+        match self.kind {
+            EntryKind::Elf => Some(Target::sass(arch)),
+            EntryKind::Ptx => Some(Target::ptx(arch)),
+            EntryKind::Other(_) => None,
+        }
     }
 
     /// The payload as the driver sees it; PTX has its trailing NULs removed.
@@ -414,10 +400,10 @@ mod tests {
         assert_eq!(cs.len(), 2);
         let e = &cs[1].entries;
         assert_eq!(e.len(), 3);
-        assert_eq!(e[0].target(), "sm_90a");
+        assert_eq!(e[0].target().unwrap().name(), "sm_90a");
         assert_eq!(e[1].compression, Compression::Lz4);
         assert_eq!(&*e[1].decompress().unwrap(), ptx);
-        assert_eq!(e[2].target(), "compute_100f");
+        assert_eq!(e[2].target().unwrap().name(), "compute_100f");
         assert_eq!(&*e[2].decompress().unwrap(), ptx);
     }
 

@@ -133,7 +133,7 @@ fn every_kernel_is_present_for_every_target() {
     std::fs::write(&file, kiln_kernels::fatbin()).unwrap();
     let symbols = cuobjdump_on(&["--dump-elf-symbols"], &file);
     for t in &manifest.targets {
-        if t.kind == "sass" {
+        if t.kind == kiln_pins::TargetKind::Sass {
             for k in &t.kernels {
                 assert!(
                     symbols.contains(k.as_str()),
@@ -154,7 +154,7 @@ fn every_kernel_is_present_for_every_target() {
         let entry = manifest
             .targets
             .iter()
-            .find(|m| m.target == t.name())
+            .find(|m| m.target == t)
             .expect("PTX target in manifest");
         let isa = entry.ptx_isa.as_deref().unwrap();
         let (max_major, max_minor) = pins.max_ptx_isa();

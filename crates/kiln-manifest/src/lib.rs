@@ -4,16 +4,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kiln_pins::{Target, TargetKind};
 use serde::{Deserialize, Serialize};
 
 pub const SCHEMA: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TargetKernels {
-    /// "sm_90", "compute_120"
-    pub target: String,
-    /// "sass" or "ptx"
-    pub kind: String,
+    /// In JSON "sm_90", "compute_120".
+    pub target: Target,
+    /// In JSON "sass" or "ptx".
+    pub kind: TargetKind,
     /// PTX ISA ("9.0") for PTX targets.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ptx_isa: Option<String>,
@@ -82,13 +83,13 @@ impl Manifest {
     }
 
     /// (target, kernel) pairs where a kernel some target has is missing.
-    pub fn gaps(&self) -> Vec<(String, String)> {
+    pub fn gaps(&self) -> Vec<(Target, String)> {
         let all = self.all_kernels();
         let mut gaps = Vec::new();
         for t in &self.targets {
             for k in &all {
                 if !t.kernels.iter().any(|x| x == k) {
-                    gaps.push((t.target.clone(), k.to_string()));
+                    gaps.push((t.target, k.to_string()));
                 }
             }
         }

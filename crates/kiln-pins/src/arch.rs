@@ -30,6 +30,17 @@ pub enum Variant {
     Family,
 }
 
+impl Variant {
+    /// "", "a" or "f", as nvcc, fatbinary and the matrix write it.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Variant::Plain => "",
+            Variant::ArchSpecific => "a",
+            Variant::Family => "f",
+        }
+    }
+}
+
 /// One compute capability with its variant, e.g. 9.0a.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Arch {
@@ -45,10 +56,15 @@ impl Arch {
     }
 
     pub fn suffix(&self) -> &'static str {
-        match self.variant {
-            Variant::Plain => "",
-            Variant::ArchSpecific => "a",
-            Variant::Family => "f",
+        self.variant.suffix()
+    }
+
+    /// The arch of a fatbin entry or cubin: its number (90, 120) and variant.
+    pub fn from_number(number: u32, variant: Variant) -> Arch {
+        Arch {
+            major: number / 10,
+            minor: number % 10,
+            variant,
         }
     }
 
@@ -95,7 +111,10 @@ impl fmt::Display for Arch {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum TargetKind {
     /// Machine code (a cubin) for exactly this arch.
     Sass,
@@ -110,7 +129,37 @@ pub struct Target {
     pub kind: TargetKind,
 }
 
+impl TargetKind {
+    /// "sass" or "ptx" (the manifest's and the report's spelling).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Sass => "sass",
+            TargetKind::Ptx => "ptx",
+        }
+    }
+}
+
+impl fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Target {
+    pub fn sass(arch: Arch) -> Target {
+        Target {
+            arch,
+            kind: TargetKind::Sass,
+        }
+    }
+
+    pub fn ptx(arch: Arch) -> Target {
+        Target {
+            arch,
+            kind: TargetKind::Ptx,
+        }
+    }
+
     /// "sm_90" for SASS, "compute_120" for PTX.
     pub fn name(&self) -> String {
         match self.kind {
@@ -118,11 +167,53 @@ impl Target {
             TargetKind::Ptx => self.arch.compute(),
         }
     }
+
+    /// Parses a name as [`Target::name`] writes it ("sm_90a", "compute_120").
+    pub fn parse(name: &str) -> Option<Target> {
+        let (kind, rest) = if let Some(r) = name.strip_prefix("sm_") {
+            (TargetKind::Sass, r)
+        } else {
+            (TargetKind::Ptx, name.strip_prefix("compute_")?)
+        };
+        if rest.contains('.') {
+            return None;
+        }
+        Some(Target {
+            arch: Arch::parse_any(rest)?,
+            kind,
+        })
+    }
+
+    /// A short column label: "90a" for SASS, "ptx120" for PTX.
+    pub fn label(&self) -> String {
+        match self.kind {
+            TargetKind::Sass => self.arch.short(),
+            TargetKind::Ptx => format!("ptx{}", self.arch.short()),
+        }
+    }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name())
+    }
+}
+
+/// JSON and the manifest spell a target by its name ("sm_90a", "compute_120").
+impl serde::Serialize for Target {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Target {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
+        let name = String::deserialize(d)?;
+        Target::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{name:?} is not a target (sm_NN[a|f] or compute_NN[a|f])"
+            ))
+        })
     }
 }
 
@@ -177,15 +268,10 @@ impl ArchMatrix {
 
     /// Every (arch, kind) the build produces and the audit expects: SASS first, then PTX.
     pub fn targets(&self) -> Vec<Target> {
-        let sass = self.sass().map(|arch| Target {
-            arch,
-            kind: TargetKind::Sass,
-        });
-        let ptx = self.ptx().map(|arch| Target {
-            arch,
-            kind: TargetKind::Ptx,
-        });
-        sass.chain(ptx).collect()
+        self.sass()
+            .map(Target::sass)
+            .chain(self.ptx().map(Target::ptx))
+            .collect()
     }
 
     /// The highest capability in the matrix (what `cudaForwardCompat` PTX would be for).
@@ -338,5 +424,32 @@ mod tests {
         assert_eq!(Arch::parse_any("compute_120").unwrap().sm(), "sm_120");
         assert_eq!(Arch::parse_any("90a").unwrap().sm(), "sm_90a");
         assert!(Arch::parse_any("sm_").is_none());
+    }
+}
+
+#[cfg(test)]
+mod target_tests {
+    use super::*;
+
+    #[test]
+    fn target_names_round_trip() {
+        let m = ArchMatrix::parse(&["8.0", "9.0a", "10.0f", "12.0+PTX"]).unwrap();
+        for t in m.targets() {
+            assert_eq!(Target::parse(&t.name()), Some(t), "{t}");
+        }
+        let t = Target::parse("compute_100f").unwrap();
+        assert_eq!(
+            (t.kind, t.arch.number(), t.arch.variant),
+            (TargetKind::Ptx, 100, Variant::Family)
+        );
+        assert_eq!(t.label(), "ptx100f");
+        assert_eq!(Target::parse("sm_90a").unwrap().label(), "90a");
+        for bad in ["sm_9.0", "90", "sm_", "compute_x", "kind3_90"] {
+            assert_eq!(Target::parse(bad), None, "{bad}");
+        }
+        assert_eq!(
+            Arch::from_number(120, Variant::Plain),
+            Arch::parse_any("12.0").unwrap()
+        );
     }
 }

@@ -11,4 +11,4 @@ mod pins;
 pub use arch::{Arch, ArchMatrix, MatrixEntry, Target, TargetKind, Variant};
 pub use driver::{max_ptx_isa_for_driver, DriverPtxIsa, DRIVER_PTX_ISA};
 pub use error::PinsError;
-pub use pins::{find_workspace_manifest, AbiRange, Pins, RuntimeLib, Toolchain};
+pub use pins::{find_workspace_manifest, AbiRange, Pins, RuntimeLib, Toolchain, WheelPins};

@@ -152,6 +152,26 @@ fn validate_runtime(name: &str, lib: &RuntimeLib) -> Result<(), PinsError> {
     Ok(())
 }
 
+/// How the wheel is finalized after maturin (`[workspace.metadata.kiln.wheel]`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct WheelPins {
+    /// The glibc baseline every platform tag carries, e.g. "manylinux_2_34".
+    pub manylinux: String,
+    /// The extension crate (relative to the workspace root). The Requires-Dist rule: one
+    /// `RuntimeLib::requirement()` per `[runtime.*]` library named by its default features.
+    pub extension: String,
+}
+
+impl WheelPins {
+    /// glibc (major, minor) of the manylinux level: "manylinux_2_34" -> (2, 34).
+    pub fn glibc(&self) -> Option<(u32, u32)> {
+        let rest = self.manylinux.strip_prefix("manylinux_")?;
+        let (a, b) = rest.split_once('_')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct RawKiln {
@@ -162,6 +182,8 @@ struct RawKiln {
     runtime: BTreeMap<String, RuntimeLib>,
     #[serde(default)]
     test_tools: BTreeMap<String, String>,
+    #[serde(default)]
+    wheel: Option<WheelPins>,
 }
 
 /// Everything in `[workspace.metadata.kiln]`, validated.
@@ -177,6 +199,8 @@ pub struct Pins {
     pub runtime: BTreeMap<String, RuntimeLib>,
     /// PyPI tools for checks and benchmarks: name -> exact version.
     pub test_tools: BTreeMap<String, String>,
+    /// The wheel's manylinux level and Requires-Dist rule (None when the table is absent).
+    pub wheel: Option<WheelPins>,
 }
 
 impl Pins {
@@ -259,6 +283,14 @@ impl Pins {
         for (name, lib) in &raw.runtime {
             validate_runtime(name, lib)?;
         }
+        if let Some(w) = &raw.wheel {
+            if w.glibc().is_none() {
+                return Err(PinsError::Invalid(format!(
+                    "wheel.manylinux = {:?} is not a PEP 600 level like \"manylinux_2_34\"",
+                    w.manylinux
+                )));
+            }
+        }
         Ok(Pins {
             manifest: manifest.to_path_buf(),
             matrix,
@@ -266,6 +298,7 @@ impl Pins {
             toolchain: raw.toolchain,
             runtime: raw.runtime,
             test_tools: raw.test_tools,
+            wheel: raw.wheel,
         })
     }
 
@@ -350,6 +383,10 @@ mod tests {
         assert!(pins.matrix.targets().len() >= 2);
         assert!(pins.runtime.contains_key("cudnn"));
         assert_eq!(
+            pins.wheel.as_ref().and_then(WheelPins::glibc),
+            Some((2, 34))
+        );
+        assert_eq!(
             pins.max_ptx_isa(),
             crate::max_ptx_isa_for_driver(pins.min_driver)
                 .unwrap()
@@ -380,6 +417,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("min-drivr"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_manylinux_level_is_rejected() {
+        let text =
+            workspace_toml().replacen("manylinux = \"manylinux_2_34\"", "manylinux = \"2_34\"", 1);
+        let e = Pins::parse(&text, Path::new("C")).unwrap_err().to_string();
+        assert!(e.contains("PEP 600"), "{e}");
     }
 
     #[test]

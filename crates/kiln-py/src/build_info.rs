@@ -42,12 +42,14 @@ pub fn build_info_json() -> serde_json::Value {
         }),
     );
     info.insert("runtime_libraries".into(), serde_json::Value::Object(libs));
+    info.insert("matrix_targets".into(), py_build["matrix_targets"].clone());
     serde_json::Value::Object(info)
 }
 
 /// Returns a dict: the embedded manifest (targets with their kernels, matrix, min_driver,
 /// toolchain, flags, sources, provenance), plus version, commit, dirty, rustc, clang (copied
-/// from the manifest's provenance), features and runtime_libraries.
+/// from the manifest's provenance), features, runtime_libraries and matrix_targets (what the
+/// matrix asks for: `[{target, kind}]`).
 #[pyfunction]
 pub fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let text = serde_json::to_string(&build_info_json()).expect("serializes");

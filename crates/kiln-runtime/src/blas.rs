@@ -1,8 +1,7 @@
 //! Matrix multiply through cuBLAS: `cublasGemmEx` from exactly `libcublas.so.13` (the pinned
 //! soname, see loader.rs), with cudarc's cuBLAS type definitions.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::OnceLock;
+use std::ffi::{c_char, c_int, c_void};
 
 use cudarc::cublas::sys::{
     cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasOperation_t, cudaDataType,
@@ -25,65 +24,46 @@ type GemmEx = unsafe extern "C" fn(
 ) -> c_int;
 type StatusString = unsafe extern "C" fn(c_int) -> *const c_char;
 
-struct Api {
+pub(crate) struct Api {
     create: Create,
     destroy: Destroy,
     gemm_ex: GemmEx,
     status_string: StatusString,
 }
 
-fn api() -> Result<&'static Api> {
-    static API: OnceLock<std::result::Result<Api, Error>> = OnceLock::new();
-    API.get_or_init(|| {
-        let lib = loader::cublas()?;
-        let so = loader::sonames::CUBLAS_SONAME;
+/// cuBLAS, from exactly the pinned soname.
+pub(crate) static CUBLAS: loader::Api<Api> = loader::Api::new(
+    loader::LibrarySpec {
+        name: "cuBLAS",
+        soname: loader::sonames::CUBLAS_SONAME,
+        wheel: loader::sonames::CUBLAS_WHEEL,
+        feature: "matmul",
+    },
+    |s| {
         // SAFETY: each type above is the prototype of the named function.
         unsafe {
             Ok(Api {
-                create: loader::symbol(lib, "cuBLAS", so, "cublasCreate_v2")?,
-                destroy: loader::symbol(lib, "cuBLAS", so, "cublasDestroy_v2")?,
-                gemm_ex: loader::symbol(lib, "cuBLAS", so, "cublasGemmEx")?,
-                status_string: loader::symbol(lib, "cuBLAS", so, "cublasGetStatusString")?,
+                create: s.get("cublasCreate_v2")?,
+                destroy: s.get("cublasDestroy_v2")?,
+                gemm_ex: s.get("cublasGemmEx")?,
+                status_string: s.get("cublasGetStatusString")?,
             })
         }
-    })
-    .as_ref()
-    .map_err(Clone::clone)
-}
-
-/// Loads the library and resolves every entry point used here.
-pub(crate) fn resolve() -> Result<()> {
-    api().map(|_| ())
-}
+    },
+);
 
 fn check(api: &Api, call: &str, status: c_int) -> Result<()> {
-    if status == 0 {
-        return Ok(());
-    }
-    // SAFETY: cuBLAS returns a static string for any status.
-    let text = unsafe {
-        let p = (api.status_string)(status);
-        if p.is_null() {
-            String::new()
-        } else {
-            CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
-    };
-    Err(Error::Library {
-        library: "cuBLAS",
-        call: call.to_string(),
-        message: format!("status {status}: {text}"),
-    })
+    CUBLAS.check(call, status, api.status_string)
 }
 
 /// One cuBLAS handle per GPU, on the legacy default stream (cuBLAS's default).
-pub(crate) struct Blas(cublasHandle_t);
-// SAFETY: the handle is only used under the Gpu's mutex.
+struct Blas(cublasHandle_t);
+// SAFETY: the handle is only used under its per-GPU mutex.
 unsafe impl Send for Blas {}
 
 impl Drop for Blas {
     fn drop(&mut self) {
-        if let Ok(api) = api() {
+        if let Ok(api) = CUBLAS.get() {
             // SAFETY: created by cublasCreate, destroyed once.
             unsafe { (api.destroy)(self.0) };
         }
@@ -97,7 +77,7 @@ impl Gpu {
         let (m, k, n) = validate::matmul(a, b)?;
         self.check_view("matmul a", a)?;
         self.check_view("matmul b", b)?;
-        let api = api()?;
+        let api = CUBLAS.get()?;
         let out = Tensor::alloc(self, a.dtype, vec![m, n])?;
         if m == 0 || n == 0 {
             return Ok(out);
@@ -122,17 +102,15 @@ impl Gpu {
             DType::BF16 => cudaDataType::CUDA_R_16BF,
             other => return Err(Error::DType(format!("matmul: no cuBLAS type for {other}"))),
         };
-        let mut slot = self.blas_slot().lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
+        let slot = self.handle(|| {
             let mut h: cublasHandle_t = std::ptr::null_mut();
             // SAFETY: out-parameter; the context of this GPU is current.
             check(api, "cublasCreate", unsafe { (api.create)(&mut h) })?;
-            *slot = Some(Blas(h));
-        }
-        let handle = slot
-            .as_ref()
-            .map(|b| b.0)
-            .ok_or_else(|| Error::Shape("cuBLAS handle".into()))?;
+            Ok(Blas(h))
+        })?;
+        // Held through the call: one cuBLAS call per handle at a time.
+        let guard = slot.lock().unwrap_or_else(|p| p.into_inner());
+        let handle = guard.0;
         let (alpha, beta) = (1.0f32, 0.0f32);
         // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: swap the operands, no transposes.
         // SAFETY: pointers checked above; sizes from validate::matmul (each < 2^31); the handle

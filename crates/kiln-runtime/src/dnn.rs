@@ -2,8 +2,7 @@
 //! soname, see loader.rs), with cudarc's cuDNN type definitions — the operation that makes the
 //! package genuinely depend on cuDNN, and a cross-check of the hand-written softmax kernel.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::OnceLock;
+use std::ffi::{c_char, c_int, c_void};
 
 use cudarc::cudnn::sys::{
     cudnnDataType_t, cudnnHandle_t, cudnnSoftmaxAlgorithm_t, cudnnSoftmaxMode_t,
@@ -37,7 +36,7 @@ type SoftmaxForward = unsafe extern "C" fn(
 ) -> c_int;
 type ErrorString = unsafe extern "C" fn(c_int) -> *const c_char;
 
-struct Api {
+pub(crate) struct Api {
     create: Create,
     destroy: Destroy,
     create_desc: CreateDesc,
@@ -47,60 +46,42 @@ struct Api {
     error_string: ErrorString,
 }
 
-fn api() -> Result<&'static Api> {
-    static API: OnceLock<std::result::Result<Api, Error>> = OnceLock::new();
-    API.get_or_init(|| {
-        let lib = loader::cudnn()?;
-        let so = loader::sonames::CUDNN_SONAME;
+/// cuDNN, from exactly the pinned soname.
+pub(crate) static CUDNN: loader::Api<Api> = loader::Api::new(
+    loader::LibrarySpec {
+        name: "cuDNN",
+        soname: loader::sonames::CUDNN_SONAME,
+        wheel: loader::sonames::CUDNN_WHEEL,
+        feature: "cudnn_softmax",
+    },
+    |s| {
         // SAFETY: each type above is the prototype of the named function.
         unsafe {
             Ok(Api {
-                create: loader::symbol(lib, "cuDNN", so, "cudnnCreate")?,
-                destroy: loader::symbol(lib, "cuDNN", so, "cudnnDestroy")?,
-                create_desc: loader::symbol(lib, "cuDNN", so, "cudnnCreateTensorDescriptor")?,
-                destroy_desc: loader::symbol(lib, "cuDNN", so, "cudnnDestroyTensorDescriptor")?,
-                set_desc_4d: loader::symbol(lib, "cuDNN", so, "cudnnSetTensor4dDescriptor")?,
-                softmax_forward: loader::symbol(lib, "cuDNN", so, "cudnnSoftmaxForward")?,
-                error_string: loader::symbol(lib, "cuDNN", so, "cudnnGetErrorString")?,
+                create: s.get("cudnnCreate")?,
+                destroy: s.get("cudnnDestroy")?,
+                create_desc: s.get("cudnnCreateTensorDescriptor")?,
+                destroy_desc: s.get("cudnnDestroyTensorDescriptor")?,
+                set_desc_4d: s.get("cudnnSetTensor4dDescriptor")?,
+                softmax_forward: s.get("cudnnSoftmaxForward")?,
+                error_string: s.get("cudnnGetErrorString")?,
             })
         }
-    })
-    .as_ref()
-    .map_err(Clone::clone)
-}
-
-/// Loads the library and resolves every entry point used here.
-pub(crate) fn resolve() -> Result<()> {
-    api().map(|_| ())
-}
+    },
+);
 
 fn check(api: &Api, call: &str, status: c_int) -> Result<()> {
-    if status == 0 {
-        return Ok(());
-    }
-    // SAFETY: cuDNN returns a static string for any status.
-    let text = unsafe {
-        let p = (api.error_string)(status);
-        if p.is_null() {
-            String::new()
-        } else {
-            CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
-    };
-    Err(Error::Library {
-        library: "cuDNN",
-        call: call.to_string(),
-        message: format!("status {status}: {text}"),
-    })
+    CUDNN.check(call, status, api.error_string)
 }
 
-pub(crate) struct Dnn(cudnnHandle_t);
-// SAFETY: the handle is only used under the Gpu's mutex.
+/// One cuDNN handle per GPU, on the legacy default stream (cuDNN's default).
+struct Dnn(cudnnHandle_t);
+// SAFETY: the handle is only used under its per-GPU mutex.
 unsafe impl Send for Dnn {}
 
 impl Drop for Dnn {
     fn drop(&mut self) {
-        if let Ok(api) = api() {
+        if let Ok(api) = CUDNN.get() {
             // SAFETY: created by cudnnCreate, destroyed once.
             unsafe { (api.destroy)(self.0) };
         }
@@ -127,7 +108,7 @@ impl Gpu {
             )));
         }
         self.check_view("cudnn_softmax x", x)?;
-        let api = api()?;
+        let api = CUDNN.get()?;
         let out = Tensor::alloc(self, x.dtype, x.shape.clone())?;
         if rows == 0 || cols == 0 {
             return Ok(out);
@@ -143,17 +124,15 @@ impl Gpu {
             }
         };
         self.bind()?;
-        let mut slot = self.dnn_slot().lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
+        let slot = self.handle(|| {
             let mut h: cudnnHandle_t = std::ptr::null_mut();
             // SAFETY: out-parameter; the context of this GPU is current.
             check(api, "cudnnCreate", unsafe { (api.create)(&mut h) })?;
-            *slot = Some(Dnn(h));
-        }
-        let handle = slot
-            .as_ref()
-            .map(|d| d.0)
-            .ok_or_else(|| Error::Shape("cuDNN handle".into()))?;
+            Ok(Dnn(h))
+        })?;
+        // Held through the calls: one cuDNN call per handle at a time.
+        let guard = slot.lock().unwrap_or_else(|p| p.into_inner());
+        let handle = guard.0;
         let mut raw: cudnnTensorDescriptor_t = std::ptr::null_mut();
         // SAFETY: out-parameter.
         check(api, "cudnnCreateTensorDescriptor", unsafe {

@@ -12,6 +12,7 @@ use cudarc::driver::{result, sys, CudaContext, CudaStream};
 
 use crate::cache::BlockCache;
 use crate::error::{driver_message, Error, Result};
+use crate::handles::Handles;
 use crate::loader;
 use crate::stream::{Capture, Fence, Stream};
 use crate::tensor::View;
@@ -40,8 +41,8 @@ struct Inner {
     module: Module,
     sm_count: u32,
     name: String,
-    pub(crate) blas: Mutex<Option<crate::blas::Blas>>,
-    pub(crate) dnn: Mutex<Option<crate::dnn::Dnn>>,
+    /// cuBLAS / cuDNN handles, owned by their modules' types.
+    handles: Handles,
     /// The event [`Gpu::order_after`] records and waits on (created on first use).
     fence: Mutex<Option<Fence>>,
     /// Frees that could not be enqueued when their tensor was dropped (its stream was
@@ -83,8 +84,7 @@ impl Drop for Inner {
             }
         }
         self.fence.lock().map(|mut f| f.take()).ok();
-        self.blas.lock().map(|mut b| b.take()).ok();
-        self.dnn.lock().map(|mut d| d.take()).ok();
+        self.handles.clear();
         // SAFETY: every function of the module belongs to this Inner, which is going away.
         unsafe {
             let _ = result::module::unload(self.module.raw);
@@ -128,7 +128,7 @@ impl Gpu {
                     kiln_kernels::manifest()
                         .targets
                         .iter()
-                        .map(|t| t.target.clone())
+                        .map(|t| t.target.name())
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
@@ -150,8 +150,7 @@ impl Gpu {
                 },
                 sm_count,
                 name,
-                blas: Mutex::new(None),
-                dnn: Mutex::new(None),
+                handles: Handles::default(),
                 fence: Mutex::new(None),
                 deferred_frees: Mutex::new(Vec::new()),
                 has_deferred: AtomicBool::new(false),
@@ -277,6 +276,14 @@ impl Gpu {
         &self.inner.stream
     }
 
+    /// This GPU's handle of type `H` (see [`Handles`]), created by `create` on first use.
+    pub(crate) fn handle<H: Send + 'static>(
+        &self,
+        create: impl FnOnce() -> Result<H>,
+    ) -> Result<Arc<Mutex<H>>> {
+        self.inner.handles.get_or_create(create)
+    }
+
     /// Output memory of `nbytes` on this handle's stream, and its cache class (None: a graph
     /// allocation, or too large to cache). Outside capture a recycled block of the stream is
     /// taken when there is one (no driver call); else `cuMemAllocAsync`.
@@ -353,14 +360,6 @@ impl Gpu {
         self.inner
             .has_deferred
             .store(!list.is_empty(), Ordering::Release);
-    }
-
-    pub(crate) fn blas_slot(&self) -> &Mutex<Option<crate::blas::Blas>> {
-        &self.inner.blas
-    }
-
-    pub(crate) fn dnn_slot(&self) -> &Mutex<Option<crate::dnn::Dnn>> {
-        &self.inner.dnn
     }
 
     /// Makes this GPU's context current on the calling thread.

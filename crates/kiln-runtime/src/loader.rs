@@ -12,12 +12,17 @@
 //!    and checks that cudarc's entry point is the very same function as ours; if an unversioned
 //!    library elsewhere on the path shadowed it, it refuses with an error instead of calling it.
 //!
-//! cuBLAS, cuDNN and NCCL are called through entry points resolved here, from exactly the
+//! cuBLAS, cuDNN and NCCL are called through entry points resolved by [`Api`], from exactly the
 //! pinned sonames (`libcublas.so.13`, `libcudnn.so.9`, `libnccl.so.2`), with cudarc's type
 //! definitions: cudarc's loader would try `libcublas.so` / `libcudnn.so` first — on a machine
 //! with a CUDA toolkit that is a second, different copy from the ld.so cache — and has no
 //! candidate `libnccl.so.2` at all.
+//!
+//! This module is the bottom layer: it knows no library by name. Each library module (blas.rs,
+//! dnn.rs, nccl.rs) declares its [`LibrarySpec`] and entry points as one `static` [`Api`]; adding
+//! cuFFT or cuRAND is one such file.
 
+use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
@@ -31,9 +36,6 @@ pub mod sonames {
 }
 
 static DRIVER: OnceLock<std::result::Result<Library, Error>> = OnceLock::new();
-static CUBLAS: OnceLock<std::result::Result<Library, Error>> = OnceLock::new();
-static CUDNN: OnceLock<std::result::Result<Library, Error>> = OnceLock::new();
-static NCCL: OnceLock<std::result::Result<Library, Error>> = OnceLock::new();
 
 fn open_global(soname: &str) -> std::result::Result<Library, String> {
     // SAFETY: loading a library runs its initialisers; these are NVIDIA's own libraries.
@@ -114,71 +116,113 @@ pub fn driver() -> Result<()> {
     r.as_ref().map(|_| ()).map_err(Clone::clone)
 }
 
-fn runtime_lib(
-    cell: &'static OnceLock<std::result::Result<Library, Error>>,
-    soname: &str,
-    wheel: &str,
-    purpose: &str,
-) -> Result<&'static Library> {
-    let r = cell.get_or_init(|| {
-        let missing = |reason: String| Error::MissingLibrary {
-            soname: soname.to_string(),
-            purpose: purpose.to_string(),
-            wheel: wheel.to_string(),
-            reason,
+/// A CUDA library loaded by its pinned soname, and the op that needs it.
+#[derive(Debug)]
+pub struct LibrarySpec {
+    /// The name in errors: "cuBLAS".
+    pub name: &'static str,
+    pub soname: &'static str,
+    /// The pinned wheel that carries it (`name==version`).
+    pub wheel: &'static str,
+    /// The op that needs it: "matmul".
+    pub feature: &'static str,
+}
+
+/// The entry points `A` of one library, resolved once per process from exactly its soname
+/// (`dlopen` with `RTLD_NOW | RTLD_GLOBAL`; the library stays loaded for the process).
+pub struct Api<A: 'static> {
+    spec: LibrarySpec,
+    resolve: fn(&Symbols) -> Result<A>,
+    cell: OnceLock<std::result::Result<(Library, A), Error>>,
+}
+
+impl<A: Send + Sync> Api<A> {
+    pub const fn new(spec: LibrarySpec, resolve: fn(&Symbols) -> Result<A>) -> Api<A> {
+        Api {
+            spec,
+            resolve,
+            cell: OnceLock::new(),
+        }
+    }
+
+    pub fn spec(&self) -> &LibrarySpec {
+        &self.spec
+    }
+
+    /// Loads the library and resolves every entry point, the first time; the same result after.
+    pub fn get(&'static self) -> Result<&'static A> {
+        let r = self.cell.get_or_init(|| {
+            let spec = &self.spec;
+            let lib = open_global(spec.soname).map_err(|reason| Error::MissingLibrary {
+                soname: spec.soname.to_string(),
+                purpose: format!("{} needs {}", spec.feature, spec.name),
+                wheel: spec.wheel.to_string(),
+                reason,
+            })?;
+            let api = (self.resolve)(&Symbols { lib: &lib, spec })?;
+            Ok((lib, api))
+        });
+        r.as_ref().map(|(_, api)| api).map_err(Clone::clone)
+    }
+
+    /// Whether the library loads with every entry point (no GPU or driver needed).
+    pub fn status(&'static self) -> LibraryStatus {
+        LibraryStatus {
+            soname: self.spec.soname,
+            wheel: self.spec.wheel,
+            feature: self.spec.feature,
+            status: self.get().map(|_| ()),
+        }
+    }
+
+    /// `Ok` for status 0; otherwise [`Error::Library`] with the library's own text for the status.
+    pub fn check(
+        &self,
+        call: &str,
+        status: c_int,
+        describe: unsafe extern "C" fn(c_int) -> *const c_char,
+    ) -> Result<()> {
+        if status == 0 {
+            return Ok(());
+        }
+        // SAFETY: cuBLAS, cuDNN and NCCL return a static string (or NULL) for any status.
+        let text = unsafe {
+            let p = describe(status);
+            if p.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
         };
-        open_global(soname).map_err(missing)
-    });
-    r.as_ref().map_err(Clone::clone)
-}
-
-/// cuBLAS (`libcublas.so.13` per the pins); its functions are resolved by blas.rs.
-pub fn cublas() -> Result<&'static Library> {
-    runtime_lib(
-        &CUBLAS,
-        sonames::CUBLAS_SONAME,
-        sonames::CUBLAS_WHEEL,
-        "matmul needs cuBLAS",
-    )
-}
-
-/// cuDNN (`libcudnn.so.9` per the pins); its functions are resolved by dnn.rs.
-pub fn cudnn() -> Result<&'static Library> {
-    runtime_lib(
-        &CUDNN,
-        sonames::CUDNN_SONAME,
-        sonames::CUDNN_WHEEL,
-        "cudnn_softmax needs cuDNN",
-    )
-}
-
-/// The entry point `name` of `lib` as a function pointer of type `T`.
-///
-/// # Safety
-/// `T` must be the C prototype of `name`.
-pub(crate) unsafe fn symbol<T: Copy>(
-    lib: &Library,
-    library: &'static str,
-    soname: &str,
-    name: &str,
-) -> Result<T> {
-    lib.get::<T>(format!("{name}\0").as_bytes())
-        .map(|s| *s)
-        .map_err(|e| Error::Library {
-            library,
-            call: name.to_string(),
-            message: format!("symbol missing from {soname}: {e}"),
+        Err(Error::Library {
+            library: self.spec.name,
+            call: call.to_string(),
+            message: format!("status {status}: {text}"),
         })
+    }
 }
 
-/// NCCL (`libnccl.so.2` per the pins); its functions are resolved by nccl.rs.
-pub fn nccl() -> Result<&'static Library> {
-    runtime_lib(
-        &NCCL,
-        sonames::NCCL_SONAME,
-        sonames::NCCL_WHEEL,
-        "all_reduce_sum needs NCCL",
-    )
+/// Entry points of one loaded library, for an [`Api`]'s resolve function.
+pub struct Symbols<'a> {
+    lib: &'a Library,
+    spec: &'a LibrarySpec,
+}
+
+impl Symbols<'_> {
+    /// The entry point `name` as a function pointer of type `T`.
+    ///
+    /// # Safety
+    /// `T` must be the C prototype of `name`.
+    pub unsafe fn get<T: Copy>(&self, name: &str) -> Result<T> {
+        self.lib
+            .get::<T>(format!("{name}\0").as_bytes())
+            .map(|s| *s)
+            .map_err(|e| Error::Library {
+                library: self.spec.name,
+                call: name.to_string(),
+                message: format!("symbol missing from {}: {e}", self.spec.soname),
+            })
+    }
 }
 
 /// One runtime library kiln-runtime dlopens, and whether it loads with every entry point
@@ -191,29 +235,4 @@ pub struct LibraryStatus {
     /// Which op needs it.
     pub feature: &'static str,
     pub status: Result<()>,
-}
-
-/// Loads cuBLAS, cuDNN and NCCL (no GPU or driver needed) and resolves every function
-/// kiln-runtime calls in each: what a doctor or `build_info()` reports as available features.
-pub fn runtime_libraries() -> Vec<LibraryStatus> {
-    vec![
-        LibraryStatus {
-            soname: sonames::CUBLAS_SONAME,
-            wheel: sonames::CUBLAS_WHEEL,
-            feature: "matmul",
-            status: crate::blas::resolve(),
-        },
-        LibraryStatus {
-            soname: sonames::CUDNN_SONAME,
-            wheel: sonames::CUDNN_WHEEL,
-            feature: "cudnn_softmax",
-            status: crate::dnn::resolve(),
-        },
-        LibraryStatus {
-            soname: sonames::NCCL_SONAME,
-            wheel: sonames::NCCL_WHEEL,
-            feature: "all_reduce_sum",
-            status: crate::nccl::resolve(),
-        },
-    ]
 }

@@ -6,7 +6,7 @@
 //! here are resolved from `libnccl.so.2` (loader.rs); results are read as plain ints so an
 //! unexpected status can never be an invalid enum value.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 
 use cudarc::nccl::sys::{ncclComm_t, ncclDataType_t, ncclRedOp_t};
 
@@ -31,7 +31,7 @@ type Destroy = unsafe extern "C" fn(ncclComm_t) -> c_int;
 type ErrorString = unsafe extern "C" fn(c_int) -> *const c_char;
 type GetVersion = unsafe extern "C" fn(*mut c_int) -> c_int;
 
-struct Api {
+pub(crate) struct Api {
     init_all: InitAll,
     all_reduce: AllReduce,
     group_start: Group,
@@ -41,54 +41,40 @@ struct Api {
     get_version: GetVersion,
 }
 
-fn api() -> Result<Api> {
-    let lib = loader::nccl()?;
-    fn sym<T: Copy>(lib: &libloading::os::unix::Library, name: &str) -> Result<T> {
+/// NCCL, from exactly the pinned soname (`libnccl.so.2`).
+pub(crate) static NCCL: loader::Api<Api> = loader::Api::new(
+    loader::LibrarySpec {
+        name: "NCCL",
+        soname: loader::sonames::NCCL_SONAME,
+        wheel: loader::sonames::NCCL_WHEEL,
+        feature: "all_reduce_sum",
+    },
+    |s| {
         // SAFETY: each type above is the C prototype from nccl.h.
-        unsafe { loader::symbol(lib, "NCCL", loader::sonames::NCCL_SONAME, name) }
-    }
-    Ok(Api {
-        init_all: sym(lib, "ncclCommInitAll")?,
-        all_reduce: sym(lib, "ncclAllReduce")?,
-        group_start: sym(lib, "ncclGroupStart")?,
-        group_end: sym(lib, "ncclGroupEnd")?,
-        destroy: sym(lib, "ncclCommDestroy")?,
-        error_string: sym(lib, "ncclGetErrorString")?,
-        get_version: sym(lib, "ncclGetVersion")?,
-    })
-}
-
-/// Loads the library and resolves every entry point used here.
-pub(crate) fn resolve() -> Result<()> {
-    api().map(|_| ())
-}
+        unsafe {
+            Ok(Api {
+                init_all: s.get("ncclCommInitAll")?,
+                all_reduce: s.get("ncclAllReduce")?,
+                group_start: s.get("ncclGroupStart")?,
+                group_end: s.get("ncclGroupEnd")?,
+                destroy: s.get("ncclCommDestroy")?,
+                error_string: s.get("ncclGetErrorString")?,
+                get_version: s.get("ncclGetVersion")?,
+            })
+        }
+    },
+);
 
 impl Api {
     fn check(&self, call: &str, status: c_int) -> Result<()> {
-        if status == 0 {
-            return Ok(());
-        }
-        // SAFETY: NCCL returns a static string for any status.
-        let text = unsafe {
-            let p = (self.error_string)(status);
-            if p.is_null() {
-                String::new()
-            } else {
-                CStr::from_ptr(p).to_string_lossy().into_owned()
-            }
-        };
-        Err(Error::Library {
-            library: "NCCL",
-            call: call.to_string(),
-            message: format!("status {status}: {text}"),
-        })
+        NCCL.check(call, status, self.error_string)
     }
 }
 
 /// One NCCL communicator per GPU, all in this process (`ncclCommInitAll`). A communicator of
 /// one GPU is valid: its all-reduce is a copy, which keeps the one-GPU path the same code.
 pub struct Communicator {
-    api: Api,
+    api: &'static Api,
     gpus: Vec<Gpu>,
     comms: Vec<ncclComm_t>,
 }
@@ -112,7 +98,7 @@ impl Communicator {
                 "NCCL communicator: GPUs must be distinct, got ordinals {ordinals:?}"
             )));
         }
-        let api = api()?;
+        let api = NCCL.get()?;
         gpus[0].bind()?;
         let mut comms: Vec<ncclComm_t> = vec![std::ptr::null_mut(); gpus.len()];
         // SAFETY: comms has one slot per device in `ordinals`.

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use kiln_runtime::loader::runtime_libraries;
+use kiln_runtime::runtime_libraries;
 use kiln_runtime::Error;
 
 macro_rules! skip {

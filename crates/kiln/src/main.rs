@@ -22,6 +22,8 @@ enum Command {
     Audit(commands::audit::Args),
     /// Check the machine before a long build: toolchain, driver and GPUs, loader traps, link preflight.
     Doctor(commands::doctor::Args),
+    /// Post-process a wheel maturin built: Requires-Dist and SBOM from the pins (`finalize`).
+    Wheel(commands::wheel::Args),
 }
 
 fn main() {
@@ -29,6 +31,7 @@ fn main() {
     let code = match cli.command {
         Command::Audit(args) => commands::audit::run(args),
         Command::Doctor(args) => commands::doctor::run(args),
+        Command::Wheel(args) => commands::wheel::run(args),
     };
     std::process::exit(code);
 }

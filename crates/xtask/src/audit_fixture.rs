@@ -1,120 +1,16 @@
 //! Wheels for the audit checks: unpack / repack with a regenerated RECORD, and the fixture
 //! wheel built from checks/audit-mutations (nvcc for the pinned matrix, gcc, patchelf).
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use base64::Engine;
 use kiln_pins::Pins;
-use sha2::{Digest, Sha256};
 
 use crate::toolchain::{repo_root, Layout};
 
-/// A wheel held in memory: its file name and members in archive order.
-#[derive(Clone)]
-pub struct Wheel {
-    pub file_name: String,
-    pub members: Vec<(String, Vec<u8>)>,
-}
-
-impl Wheel {
-    pub fn read(path: &Path) -> Result<Wheel> {
-        let file =
-            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let mut zip = zip::ZipArchive::new(file)
-            .with_context(|| format!("{} is not a zip", path.display()))?;
-        let mut members = Vec::new();
-        for i in 0..zip.len() {
-            let mut f = zip.by_index(i)?;
-            if f.is_dir() {
-                continue;
-            }
-            let mut data = Vec::new();
-            f.read_to_end(&mut data)?;
-            members.push((f.name().to_string(), data));
-        }
-        let file_name = path
-            .file_name()
-            .context("wheel path has no file name")?
-            .to_string_lossy()
-            .into_owned();
-        Ok(Wheel { file_name, members })
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Vec<u8>> {
-        self.members.iter().find(|(n, _)| n == name).map(|(_, d)| d)
-    }
-
-    pub fn set(&mut self, name: &str, data: Vec<u8>) {
-        match self.members.iter_mut().find(|(n, _)| n == name) {
-            Some(m) => m.1 = data,
-            None => self.members.push((name.to_string(), data)),
-        }
-    }
-
-    pub fn remove(&mut self, name: &str) {
-        self.members.retain(|(n, _)| n != name);
-    }
-
-    /// `<name>-<version>.dist-info`
-    pub fn dist_info(&self) -> Result<String> {
-        self.members
-            .iter()
-            .find_map(|(n, _)| {
-                n.strip_suffix("/WHEEL")
-                    .filter(|d| d.ends_with(".dist-info") && !d.contains('/'))
-            })
-            .map(String::from)
-            .context("wheel has no .dist-info/WHEEL")
-    }
-
-    /// RECORD rewritten from the members' real content.
-    pub fn regenerate_record(&mut self) -> Result<()> {
-        let record = format!("{}/RECORD", self.dist_info()?);
-        let mut text = String::new();
-        for (name, data) in &self.members {
-            if *name == record {
-                continue;
-            }
-            let hash =
-                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(data));
-            let quoted = if name.contains(',') || name.contains('"') {
-                format!("\"{}\"", name.replace('"', "\"\""))
-            } else {
-                name.clone()
-            };
-            text += &format!("{quoted},sha256={hash},{}\n", data.len());
-        }
-        text += &format!("{record},,\n");
-        self.remove(&record);
-        self.members.push((record, text.into_bytes()));
-        Ok(())
-    }
-
-    /// Writes the archive as is (RECORD untouched) into `dir`.
-    pub fn write(&self, dir: &Path) -> Result<PathBuf> {
-        let path = dir.join(&self.file_name);
-        let file =
-            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-        let mut zip = zip::ZipWriter::new(file);
-        for (name, data) in &self.members {
-            let mode = if data.starts_with(b"\x7fELF") {
-                0o755
-            } else {
-                0o644
-            };
-            let opts = zip::write::SimpleFileOptions::default()
-                .compression_method(zip::CompressionMethod::Deflated)
-                .unix_permissions(mode);
-            zip.start_file(name.as_str(), opts)?;
-            zip.write_all(data)?;
-        }
-        zip.finish()?;
-        Ok(path)
-    }
-}
+/// A wheel held in memory (kiln-wheel's, the same RECORD writer every wheel step uses).
+pub use kiln_wheel::archive::Wheel;
 
 pub fn run_tool(cmd: &mut Command) -> Result<()> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
@@ -231,7 +127,7 @@ pub fn build_good_wheel(work: &Path, pins: &Pins, layout: &Layout) -> Result<Pat
         format!("Wheel-Version: 1.0\nGenerator: kiln-audit-mutations\nRoot-Is-Purelib: false\nTag: cp39-abi3-{plat}\n").into_bytes(),
     );
     wheel.regenerate_record()?;
-    wheel.write(work)
+    Ok(wheel.write(work)?)
 }
 
 /// An ELF note: owner "FDO", type 0x407c0c0a, JSON payload (NUL-terminated, 4-aligned).

@@ -237,8 +237,7 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     if !args.no_wheel {
         // nix/wheel.nix: its build step is nix/wheel-build.sh, with the same inputs.
         let pins = kiln_pins::Pins::load(&sb.src.join("Cargo.toml"))?;
-        let requires =
-            crate::wheel::requires_dist(&pins, &sb.src.join("crates/kiln-py/Cargo.toml"))?;
+        let recipe = crate::wheel::recipe(&pins, &sb.src)?;
         sb.home_is_unwritable(layout)?;
         step(
             "bash nix/wheel-build.sh (what `nix build .#wheel` runs)",
@@ -246,8 +245,7 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
                 // From the checkout, as Nix takes it (`${./wheel-build.sh}`): nix/ is not part
                 // of the source set.
                 .arg(repo.join("nix/wheel-build.sh"))
-                .env("requiresDist", serde_json::to_string(&requires)?)
-                .env("manylinux", crate::wheel::MANYLINUX)
+                .env("manylinux", &recipe.manylinux)
                 .env("CARGO_NET_OFFLINE", "true"),
         )?;
         let wheel = std::fs::read_dir(sb.src.join("dist"))?

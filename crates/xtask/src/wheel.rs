@@ -1,33 +1,25 @@
-//! `cargo xtask wheel`: the `kiln` wheel, built by maturin from crates/kiln-py, with
-//! Requires-Dist for the NVIDIA runtime wheels it reaches, then audited by `kiln audit`.
+//! `cargo xtask wheel`: the `kiln` wheel, built by maturin from crates/kiln-py, finalized by
+//! kiln-wheel (Requires-Dist and the SBOM's runtime wheels from the pins — the same step Nix runs
+//! as `kiln wheel finalize`), then audited by `kiln audit`.
 //!
-//! maturin takes Requires-Dist only from a static pyproject list; the versions live once, in
-//! `[workspace.metadata.kiln.runtime]`, so they are written into the wheel's METADATA here
-//! (RECORD rehashed) instead of being restated in pyproject.toml.
-
-mod metadata;
+//! The manylinux level and the Requires-Dist rule live in `[workspace.metadata.kiln.wheel]`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use kiln_pins::Pins;
+use kiln_wheel::finalize::Recipe;
 
 use crate::bootstrap;
 use crate::toolchain::{pins, repo_root, run_checked, Layout};
-
-/// The glibc baseline the wheel is tagged for. manylinux_2_34 is what a stable Rust std built on
-/// this glibc 2.36 host links against (the pthread symbols moved into libc in 2.34); it covers
-/// Ubuntu 22.04+, Debian 12+ and RHEL 9+, which is where CUDA 13 drivers run. maturin checks
-/// every symbol version against it. (manylinux_2_17 would need zig as the linker.)
-pub const MANYLINUX: &str = "manylinux_2_34";
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Where the wheel goes (default: <target dir>/wheels).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Skip `kiln audit` (it is also skipped, with a notice, when crates/kiln does not exist yet).
+    /// Skip `kiln audit`.
     #[arg(long)]
     pub no_audit: bool,
     /// Then run the no-GPU wheel check (checks/wheel/check_no_gpu.py): fresh venv, pip install,
@@ -93,26 +85,15 @@ pub fn build(args: &Args) -> Result<Built> {
         .unwrap_or_else(|| target_dir().join("wheels"));
     std::fs::create_dir_all(&out_dir)?;
 
-    let runtime = runtime_wheels(&pins, &root.join("crates/kiln-py/Cargo.toml"))?;
-    let requires = requires_dist(&pins, &root.join("crates/kiln-py/Cargo.toml"))?;
-    let raw = maturin_build(&layout, &pins, &root)?;
-    let name = raw.file_name().context("maturin output has no file name")?;
-    let wheel = out_dir.join(name);
-    // Requires-Dist and the SBOM's runtime components, from the same pins; bytecode refused.
-    let tags = metadata::rewrite(&raw, &wheel, &requires, &runtime, &root).with_context(|| {
-        format!(
-            "adding Requires-Dist and the SBOM's runtime wheels to {}",
-            raw.display()
-        )
-    })?;
+    let recipe = recipe(&pins, &root)?;
+    let raw = maturin_build(&layout, &pins, &recipe, &root)?;
+    let (wheel, tags) = finalize(&raw, &out_dir, &recipe)?;
     let _ = std::fs::remove_file(&raw);
-    if !tags
-        .iter()
-        .all(|t| t.starts_with("cp39-abi3-") && t.contains(MANYLINUX))
-    {
+    if !tags.iter().all(|t| t.starts_with("cp39-abi3-")) {
         bail!(
-            "{} has tags {tags:?}; expected cp39-abi3-{MANYLINUX}_x86_64",
-            wheel.display()
+            "{} has tags {tags:?}; expected cp39-abi3-{}_x86_64",
+            wheel.display(),
+            recipe.manylinux
         );
     }
     if args.no_audit {
@@ -122,7 +103,7 @@ pub fn build(args: &Args) -> Result<Built> {
     }
     Ok(Built {
         wheel,
-        requires_dist: requires,
+        requires_dist: recipe.requires,
         tags,
     })
 }
@@ -134,59 +115,22 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| repo_root().join("target"))
 }
 
-/// The runtime wheels behind `requires_dist` (same features, same order), for the SBOM.
-pub fn runtime_wheels(pins: &Pins, kiln_py_manifest: &Path) -> Result<Vec<metadata::RuntimeWheel>> {
-    Ok(runtime_features(pins, kiln_py_manifest)?
-        .into_iter()
-        .map(|f| {
-            let lib = &pins.runtime[&f];
-            metadata::RuntimeWheel {
-                name: lib.wheel.clone(),
-                version: lib.version.clone(),
-            }
-        })
-        .collect())
+/// What finalizing adds to the wheel of the checkout at `root`, from its pins.
+pub fn recipe(pins: &Pins, root: &Path) -> Result<Recipe> {
+    Recipe::from_pins(pins, root).context("the wheel recipe ([workspace.metadata.kiln.wheel])")
 }
 
-/// One `name>=MAJOR.MINOR,<MAJOR+1` (the pin's declared range) per runtime library the extension
-/// is built to reach: kiln-py's default features that name a `[workspace.metadata.kiln.runtime]`
-/// entry.
-pub fn requires_dist(pins: &Pins, kiln_py_manifest: &Path) -> Result<Vec<String>> {
-    Ok(runtime_features(pins, kiln_py_manifest)?
-        .iter()
-        .map(|f| pins.runtime[f].requirement())
-        .collect())
+/// The xtask route of the post-processing step (Nix runs the same as `kiln wheel finalize`):
+/// `raw` finalized into `out_dir`; the wheel's path and tags.
+pub fn finalize(raw: &Path, out_dir: &Path, recipe: &Recipe) -> Result<(PathBuf, Vec<String>)> {
+    let name = raw.file_name().context("maturin output has no file name")?;
+    let wheel = out_dir.join(name);
+    let tags = kiln_wheel::finalize::finalize(raw, &wheel, recipe)
+        .with_context(|| format!("finalizing {}", raw.display()))?;
+    Ok((wheel, tags))
 }
 
-/// kiln-py's default features that name a `[workspace.metadata.kiln.runtime]` entry.
-fn runtime_features(pins: &Pins, kiln_py_manifest: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(kiln_py_manifest)
-        .with_context(|| format!("reading {}", kiln_py_manifest.display()))?;
-    let doc: toml::Table =
-        toml::from_str(&text).with_context(|| format!("parsing {}", kiln_py_manifest.display()))?;
-    let defaults = doc
-        .get("features")
-        .and_then(|f| f.get("default"))
-        .and_then(|d| d.as_array())
-        .with_context(|| {
-            format!(
-                "{} has no [features] default list",
-                kiln_py_manifest.display()
-            )
-        })?;
-    let mut reqs = Vec::new();
-    for feature in defaults.iter().filter_map(|v| v.as_str()) {
-        if pins.runtime.contains_key(feature) {
-            reqs.push(feature.to_string());
-        }
-    }
-    if reqs.is_empty() {
-        bail!("no default feature of kiln-py names a [workspace.metadata.kiln.runtime] library");
-    }
-    Ok(reqs)
-}
-
-fn maturin_build(layout: &Layout, pins: &Pins, root: &Path) -> Result<PathBuf> {
+fn maturin_build(layout: &Layout, pins: &Pins, recipe: &Recipe, root: &Path) -> Result<PathBuf> {
     // A fresh directory, so the one wheel in it is the one just built.
     let staging = target_dir().join("wheels-maturin");
     if staging.exists() {
@@ -202,7 +146,7 @@ fn maturin_build(layout: &Layout, pins: &Pins, root: &Path) -> Result<PathBuf> {
             "--manifest-path",
             "crates/kiln-py/Cargo.toml",
         ])
-        .args(["--compatibility", MANYLINUX])
+        .args(["--compatibility", &recipe.manylinux])
         .arg("--out")
         .arg(&staging);
     layout.apply(&mut cmd);
@@ -223,8 +167,8 @@ fn maturin_build(layout: &Layout, pins: &Pins, root: &Path) -> Result<PathBuf> {
         cmd.env(k, v);
     }
     eprintln!(
-        "building the wheel: maturin {} build --release --compatibility {MANYLINUX}",
-        pins.toolchain.maturin
+        "building the wheel: maturin {} build --release --compatibility {}",
+        pins.toolchain.maturin, recipe.manylinux
     );
     let status = cmd
         .status()
@@ -287,21 +231,9 @@ fn reproducible_env(root: &Path) -> Vec<(&'static str, String)> {
     env
 }
 
-/// `kiln audit WHEEL --policy Cargo.toml` when the `kiln` binary crate exists; findings fail.
+/// `kiln audit WHEEL --policy Cargo.toml`; findings fail.
 fn audit(layout: &Layout, root: &Path, wheel: &Path) -> Result<()> {
-    if !root.join("crates/kiln/Cargo.toml").exists() {
-        eprintln!("note: kiln audit skipped: crates/kiln (the `kiln` binary) does not exist yet");
-        return Ok(());
-    }
     let kiln = build_kiln_binary(layout, root)?;
-    let help = Command::new(&kiln)
-        .arg("--help")
-        .output()
-        .context("running kiln --help")?;
-    if !String::from_utf8_lossy(&help.stdout).contains("audit") {
-        eprintln!("note: kiln audit skipped: `kiln` has no audit subcommand yet");
-        return Ok(());
-    }
     eprintln!(
         "auditing: kiln audit {} --policy Cargo.toml",
         wheel.display()

@@ -136,11 +136,8 @@ fn the_unbroken_flake_passes() {
     );
 }
 
-#[test]
-fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
-    // The same Requires-Dist `cargo xtask wheel` writes: one `wheel` + declared range
-    // (`requires`, e.g. nvidia-cudnn-cu13>=9.19,<10) per default feature of kiln-py that names
-    // a [workspace.metadata.kiln.runtime] entry.
+/// `nix eval --json` of one attribute of the wheel package, against the test doubles.
+fn eval_wheel_attr(attr: &str) -> serde_json::Value {
     let f = Fixture::new();
     let out = Command::new(nix_bin())
         .args([
@@ -153,13 +150,21 @@ fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
         .args(["--no-write-lock-file"])
         .args(doubles(&f))
         .arg(format!(
-            "path:{}#packages.x86_64-linux.wheel.requiresDist",
+            "path:{}#packages.x86_64-linux.wheel.{attr}",
             f.dir.path().display()
         ))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    let got: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
+    // The same Requires-Dist `cargo xtask wheel` writes: one `wheel` + declared range
+    // (`requires`, e.g. nvidia-cudnn-cu13>=9.19,<10) per default feature of kiln-py that names
+    // a [workspace.metadata.kiln.runtime] entry.
+    let got: Vec<String> = serde_json::from_value(eval_wheel_attr("requiresDist")).unwrap();
     let cargo: toml::Table = std::fs::read_to_string(workspace().join("Cargo.toml"))
         .unwrap()
         .parse()
@@ -188,18 +193,21 @@ fn the_wheel_gets_requires_dist_from_the_runtime_pins() {
 
 #[test]
 fn nix_and_xtask_tag_the_wheel_alike() {
-    let ws = workspace();
-    let rs = std::fs::read_to_string(ws.join("crates/xtask/src/wheel.rs")).unwrap();
-    let tag = rs
-        .lines()
-        .find_map(|l| l.strip_prefix("pub const MANYLINUX: &str = \""))
-        .and_then(|r| r.split('"').next())
-        .expect("MANYLINUX in crates/xtask/src/wheel.rs");
-    let nix = std::fs::read_to_string(ws.join("nix/wheel.nix")).unwrap();
-    assert!(
-        nix.contains(&format!("manylinux = \"{tag}\";")),
-        "nix/wheel.nix does not tag the wheel {tag}"
+    // Both read the level from [workspace.metadata.kiln.wheel]; neither restates it.
+    let got: String = serde_json::from_value(eval_wheel_attr("manylinux")).unwrap();
+    let pins = kiln_pins::Pins::load(&workspace().join("Cargo.toml")).unwrap();
+    assert_eq!(
+        Some(got.as_str()),
+        pins.wheel.as_ref().map(|w| w.manylinux.as_str())
     );
+    for file in [
+        "crates/xtask/src/wheel.rs",
+        "nix/wheel.nix",
+        "nix/wheel-build.sh",
+    ] {
+        let text = std::fs::read_to_string(workspace().join(file)).unwrap();
+        assert!(!text.contains(&got), "{file} restates {got}");
+    }
 }
 
 #[test]

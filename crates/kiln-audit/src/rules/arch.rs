@@ -3,25 +3,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kiln_pins::{Arch, Variant};
-
+use crate::facts::{Artifact, EntryFacts, EntryKind, Target};
 use crate::finding::{finding, Finding};
-use crate::input::Artifact;
 use crate::policy::Policy;
 
-fn fatbin_variant(v: Variant) -> &'static str {
-    match v {
-        Variant::Plain => "",
-        Variant::ArchSpecific => "a",
-        Variant::Family => "f",
-    }
-}
-
-fn sass_name(a: &Arch) -> String {
-    format!("sm_{}{}", a.number(), fatbin_variant(a.variant))
-}
-fn ptx_name(a: &Arch) -> String {
-    format!("compute_{}{}", a.number(), fatbin_variant(a.variant))
+/// The targets of `kind` entries, keyed by name (the order messages list them in).
+fn targets(entries: &[EntryFacts], kind: EntryKind) -> BTreeMap<String, Target> {
+    entries
+        .iter()
+        .filter(|e| e.kind == kind)
+        .filter_map(|e| e.target.device())
+        .map(|t| (t.name(), t))
+        .collect()
 }
 
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) {
@@ -51,28 +44,18 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 "rebuild the library; this entry cannot be loaded",
             ));
         }
-        let sass: BTreeSet<&str> = dev
-            .entries
-            .iter()
-            .filter(|e| e.kind == "cubin")
-            .map(|e| e.target.as_str())
-            .collect();
-        let ptx: BTreeSet<&str> = dev
-            .entries
-            .iter()
-            .filter(|e| e.kind == "ptx")
-            .map(|e| e.target.as_str())
-            .collect();
+        let sass = targets(&dev.entries, EntryKind::Cubin);
+        let ptx = targets(&dev.entries, EntryKind::Ptx);
 
         if let Some(expected) = &policy.expect_sass {
-            let want: Vec<String> = expected.iter().map(sass_name).collect();
+            let want: Vec<Target> = expected.iter().copied().map(Target::sass).collect();
             for w in &want {
-                if !sass.contains(w.as_str()) {
-                    let near: Vec<&&str> = sass
+                if !sass.values().any(|s| s == w) {
+                    // Same number, other variant: sm_90a does not stand in for sm_90.
+                    let near: Vec<&String> = sass
                         .iter()
-                        .filter(|s| {
-                            s.trim_end_matches(['a', 'f']) == w.trim_end_matches(['a', 'f'])
-                        })
+                        .filter(|(_, s)| s.arch.number() == w.arch.number())
+                        .map(|(n, _)| n)
                         .collect();
                     let note = if near.is_empty() {
                         String::new()
@@ -82,22 +65,30 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     findings.push(finding(
                         "arch/missing-sass",
                         &b.path,
-                        format!("no SASS for {w}{note}; present: {sass:?}"),
-                        format!("add -gencode arch=compute_{0},code={w} (or the matrix entry) and rebuild", w.trim_start_matches("sm_")),
+                        format!(
+                            "no SASS for {w}{note}; present: {:?}",
+                            sass.keys().collect::<BTreeSet<_>>()
+                        ),
+                        format!(
+                            "add -gencode arch={},code={w} (or the matrix entry) and rebuild",
+                            w.arch.compute()
+                        ),
                     ));
                 }
             }
             // Per kernel: a target that exists in this ELF must carry every kernel.
-            let mut kernels_by_target: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-            for e in dev.entries.iter().filter(|e| e.kind == "cubin") {
-                kernels_by_target
-                    .entry(e.target.as_str())
-                    .or_default()
-                    .extend(e.kernels.iter().map(String::as_str));
+            let mut kernels_by_target: BTreeMap<Target, BTreeSet<&str>> = BTreeMap::new();
+            for e in dev.entries.iter().filter(|e| e.kind == EntryKind::Cubin) {
+                if let Some(t) = e.target.device() {
+                    kernels_by_target
+                        .entry(t)
+                        .or_default()
+                        .extend(e.kernels.iter().map(String::as_str));
+                }
             }
             let all: BTreeSet<&str> = kernels_by_target.values().flatten().copied().collect();
-            for w in want.iter().filter(|w| sass.contains(w.as_str())) {
-                let have = &kernels_by_target[w.as_str()];
+            for w in want.iter().filter(|w| kernels_by_target.contains_key(w)) {
+                let have = &kernels_by_target[w];
                 let missing: Vec<&&str> = all.iter().filter(|k| !have.contains(*k)).collect();
                 if !missing.is_empty() {
                     let shown: Vec<&&&str> = missing.iter().take(5).collect();
@@ -109,42 +100,42 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     ));
                 }
             }
-            for s in &sass {
-                if !want.iter().any(|w| w == s) {
+            for (name, s) in &sass {
+                if !want.contains(s) {
                     findings.push(finding(
                         "arch/extra-sass",
                         &b.path,
-                        format!("SASS for {s}, which the policy does not list"),
+                        format!("SASS for {name}, which the policy does not list"),
                         "nothing to fix unless the size matters",
                     ));
                 }
             }
         }
         if let Some(expected) = &policy.expect_ptx {
-            let want: Vec<String> = expected.iter().map(ptx_name).collect();
+            let want: Vec<Target> = expected.iter().copied().map(Target::ptx).collect();
             for w in &want {
-                if !ptx.contains(w.as_str()) {
+                if !ptx.values().any(|p| p == w) {
                     findings.push(finding(
                         "arch/missing-ptx",
                         &b.path,
-                        format!("no PTX for {w}: GPUs newer than the matrix get no JIT fallback; present: {ptx:?}"),
+                        format!("no PTX for {w}: GPUs newer than the matrix get no JIT fallback; present: {:?}", ptx.keys().collect::<BTreeSet<_>>()),
                         format!("add -gencode arch={w},code={w} (matrix entry `+PTX`) and rebuild"),
                     ));
                 }
             }
-            for p in &ptx {
-                if !want.iter().any(|w| w == p) {
+            for (name, p) in &ptx {
+                if !want.contains(p) {
                     findings.push(finding(
                         "arch/unexpected-ptx",
                         &b.path,
-                        format!("PTX for {p}, which the policy does not list"),
+                        format!("PTX for {name}, which the policy does not list"),
                         "drop the compute_XX code= target, or add `+PTX` to that matrix entry",
                     ));
                 }
             }
         }
         if let (Some(max), Some(driver)) = (policy.max_ptx_isa(), policy.min_driver) {
-            for e in dev.entries.iter().filter(|e| e.kind == "ptx") {
+            for e in dev.entries.iter().filter(|e| e.kind == EntryKind::Ptx) {
                 if let Some(isa) = e.ptx_isa_num {
                     if isa > max {
                         findings.push(finding(

@@ -1,13 +1,16 @@
 //! linkage/*: every NEEDED and dlopen soname resolves; no driver stub, no bundled driver, no
 //! build-tree RUNPATH; tags/glibc-too-new.
 
+use std::fmt;
+
 use serde::Serialize;
 
-use crate::finding::{finding, Finding};
-use crate::input::{Artifact, Binary, InputKind};
+use crate::facts::{Artifact, Binary, InputKind};
+use crate::finding::{finding, finding_lower, Finding};
 use crate::nvidia_wheels;
 use crate::platform;
 use crate::policy::Policy;
+use crate::runpath;
 
 /// How one soname a binary needs is found at run time.
 #[derive(Debug, Clone, Serialize)]
@@ -16,8 +19,54 @@ pub struct Resolution {
     pub soname: String,
     /// "needed" or "dlopen"
     pub how: &'static str,
-    /// "bundled:<path>", "system", "driver", "wheel:<dist>", "external:<dist>" or "unresolved"
-    pub via: String,
+    pub via: Via,
+}
+
+/// Where a soname resolves. In JSON and text: "bundled:<path>", "system", "driver", "python",
+/// "path", "wheel:<dist>", "installed:<dist>:<dir>", "external:<dist>" or "unresolved".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Via {
+    /// Inside the input, through an `$ORIGIN` RUNPATH.
+    Bundled(String),
+    /// The platform's system libraries (manylinux policy).
+    System,
+    /// The NVIDIA driver's libraries.
+    Driver,
+    Python,
+    /// The soname is a path; the loader takes it as is.
+    Path,
+    /// A runtime wheel that Requires-Dist declares.
+    Wheel(String),
+    /// A runtime wheel present in the directory (site-packages) being audited.
+    Installed {
+        wheel: String,
+        dir: String,
+    },
+    /// A runtime wheel, for an input that has no metadata to declare it.
+    External(String),
+    Unresolved,
+}
+
+impl fmt::Display for Via {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Via::Bundled(p) => write!(f, "bundled:{p}"),
+            Via::System => f.write_str("system"),
+            Via::Driver => f.write_str("driver"),
+            Via::Python => f.write_str("python"),
+            Via::Path => f.write_str("path"),
+            Via::Wheel(w) => write!(f, "wheel:{w}"),
+            Via::Installed { wheel, dir } => write!(f, "installed:{wheel}:{dir}"),
+            Via::External(w) => write!(f, "external:{w}"),
+            Via::Unresolved => f.write_str("unresolved"),
+        }
+    }
+}
+
+impl Serialize for Via {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 const BUILD_TREE_MARKERS: &[&str] = &[
@@ -67,7 +116,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     file: b.path.clone(),
                     soname: n.clone(),
                     how: "needed",
-                    via: "unresolved".into(),
+                    via: Via::Unresolved,
                 });
                 continue;
             }
@@ -89,7 +138,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     resolve(artifact, policy, b, s, "dlopen", &mut scratch),
                 ));
             }
-            let ok = vias.iter().any(|(_, v)| v != "unresolved");
+            let ok = vias.iter().any(|(_, v)| *v != Via::Unresolved);
             if ok {
                 // A feature is satisfied by any alternative; only keep the findings when none resolves.
             } else {
@@ -98,21 +147,19 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                         .into_iter()
                         .filter(|f| f.rule != "linkage/unresolved-dlopen"),
                 );
-                let mut f = finding(
-                    "linkage/unresolved-dlopen",
-                    &b.path,
-                    format!(
-                        "dlopen feature {:?} ({}) lists {:?}; none resolves inside the wheel, its Requires-Dist or the platform",
-                        feature.feature.as_deref().unwrap_or("?"),
-                        feature.priority.as_deref().unwrap_or("recommended"),
-                        feature.soname
-                    ),
-                    "bundle the library, add the wheel that ships it to Requires-Dist, or fix the soname in the .note.dlopen note",
+                let message = format!(
+                    "dlopen feature {:?} ({}) lists {:?}; none resolves inside the wheel, its Requires-Dist or the platform",
+                    feature.feature.as_deref().unwrap_or("?"),
+                    feature.priority.as_deref().unwrap_or("recommended"),
+                    feature.soname
                 );
-                if !required {
-                    f.severity = crate::Severity::Warning;
-                }
-                findings.push(f);
+                let fix = "bundle the library, add the wheel that ships it to Requires-Dist, or fix the soname in the .note.dlopen note";
+                // An optional feature is registered with a lower severity (finding::LOWER_SEVERITY).
+                findings.push(if required {
+                    finding("linkage/unresolved-dlopen", &b.path, message, fix)
+                } else {
+                    finding_lower("linkage/unresolved-dlopen", &b.path, message, fix)
+                });
             }
             for (s, via) in vias {
                 out.push(Resolution {
@@ -175,25 +222,6 @@ fn bundled_driver(artifact: &Artifact, findings: &mut Vec<Finding>) {
     }
 }
 
-/// Normalizes "a/b/../c" (no leading "/"); None when it climbs above the root.
-fn normalize(path: &str) -> Option<String> {
-    let mut parts: Vec<&str> = Vec::new();
-    for c in path.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            c => parts.push(c),
-        }
-    }
-    Some(parts.join("/"))
-}
-
-fn parent(path: &str) -> &str {
-    path.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
-}
-
 /// Where `soname` comes from for binary `b`; pushes a finding when it does not resolve.
 fn resolve(
     artifact: &Artifact,
@@ -202,54 +230,40 @@ fn resolve(
     soname: &str,
     how: &'static str,
     findings: &mut Vec<Finding>,
-) -> String {
+) -> Via {
     let elf = b.elf.as_ref().expect("resolve is called for parsed ELFs");
     if soname.contains('/') {
-        return "path".into();
+        return Via::Path;
     }
-    // 1. inside the artifact, through RUNPATH/RPATH with $ORIGIN
-    let origin = parent(&b.path);
+    // 1. inside the artifact, through RUNPATH/RPATH with $ORIGIN (a lone ELF: next to it on
+    // disk, as the reader found)
     let mut searched = Vec::new();
-    for entry in elf.runpath.iter().chain(&elf.rpath) {
-        let Some(rel) = entry
-            .strip_prefix("$ORIGIN")
-            .or_else(|| entry.strip_prefix("${ORIGIN}"))
-        else {
-            continue;
+    for (dir, candidate) in runpath::origin_candidates(&b.path, elf, soname) {
+        let exists = match artifact.kind {
+            InputKind::Elf => artifact.beside.contains(&candidate),
+            _ => artifact.files.contains(&candidate),
         };
-        let dir = normalize(&format!("{origin}/{rel}"));
-        if let Some(dir) = &dir {
-            let candidate = if dir.is_empty() {
-                soname.to_string()
-            } else {
-                format!("{dir}/{soname}")
-            };
-            let exists = match artifact.kind {
-                InputKind::Elf => artifact.root.join(&candidate).exists(),
-                _ => artifact.files.contains(&candidate),
-            };
-            if exists {
-                return format!("bundled:{candidate}");
-            }
-            searched.push(dir.clone());
+        if exists {
+            return Via::Bundled(candidate);
         }
+        searched.push(dir);
     }
     // 2. the platform
     if platform::is_system_lib(soname) {
-        return "system".into();
+        return Via::System;
     }
     if platform::is_driver_lib(soname) {
-        return "driver".into();
+        return Via::Driver;
     }
     if platform::is_libpython(soname) {
-        return "python".into();
+        return Via::Python;
     }
     // 3. a runtime wheel: kiln's pins first, then the maintained table of NVIDIA layouts
     let mut providers: Vec<(String, String)> = Vec::new();
     for lib in policy.runtime.values() {
         if lib.sonames.iter().any(|s| s == soname) {
             providers.push((
-                crate::wheel::normalize_name(&lib.wheel),
+                kiln_wheel::metadata::normalize_name(&lib.wheel),
                 lib.lib_dir.clone(),
             ));
         }
@@ -259,6 +273,17 @@ fn resolve(
             providers.push((w.to_string(), layout.lib_dir.to_string()));
         }
     }
+    // A directory (site-packages) may hold the provider wheel itself.
+    let installed = || {
+        let (w, dir) = providers
+            .iter()
+            .filter(|_| artifact.kind == InputKind::Directory)
+            .find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}")))?;
+        Some(Via::Installed {
+            wheel: w.clone(),
+            dir: dir.clone(),
+        })
+    };
     if !providers.is_empty() {
         if let Some(meta) = &artifact.wheel {
             let declared = providers.iter().find(|(w, dir)| {
@@ -267,15 +292,10 @@ fn resolve(
                 })
             });
             if let Some((w, _)) = declared {
-                return format!("wheel:{w}");
+                return Via::Wheel(w.clone());
             }
-            if artifact.kind == InputKind::Directory {
-                if let Some((w, dir)) = providers
-                    .iter()
-                    .find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}")))
-                {
-                    return format!("installed:{w}:{dir}");
-                }
+            if let Some(via) = installed() {
+                return via;
             }
             let names: Vec<&str> = providers.iter().map(|(w, _)| w.as_str()).collect();
             findings.push(finding(
@@ -290,17 +310,9 @@ fn resolve(
                     names[0]
                 ),
             ));
-            return "unresolved".into();
+            return Via::Unresolved;
         }
-        if artifact.kind == InputKind::Directory {
-            if let Some((w, dir)) = providers
-                .iter()
-                .find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}")))
-            {
-                return format!("installed:{w}:{dir}");
-            }
-        }
-        return format!("external:{}", providers[0].0);
+        return installed().unwrap_or_else(|| Via::External(providers[0].0.clone()));
     }
     // 4. nothing found
     let bundled_elsewhere: Vec<&String> = artifact
@@ -329,5 +341,5 @@ fn resolve(
         format!("{how} {soname} does not resolve{hint}"),
         fix,
     ));
-    "unresolved".into()
+    Via::Unresolved
 }

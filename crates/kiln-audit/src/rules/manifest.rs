@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_pins::ArchMatrix;
 
+use crate::facts::{Artifact, EntryKind, Target};
 use crate::finding::{finding, Finding};
-use crate::input::Artifact;
 use crate::policy::Policy;
 
 const FIX_REBUILD: &str = "rebuild with `cargo xtask wheel` (or `nix build .#wheel`); a manifest is written by kiln-build from the compiled outputs and must never be edited";
@@ -28,24 +28,27 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         };
 
         // What the bytes hold: target -> (kernels, PTX ISA).
-        let mut actual: BTreeMap<String, (BTreeSet<&str>, Option<&str>)> = BTreeMap::new();
+        let mut actual: BTreeMap<Target, (BTreeSet<&str>, Option<&str>)> = BTreeMap::new();
         if let Some(dev) = &b.device {
             for e in dev
                 .entries
                 .iter()
-                .filter(|e| e.kind == "cubin" || e.kind == "ptx")
+                .filter(|e| e.kind == EntryKind::Cubin || e.kind == EntryKind::Ptx)
             {
-                let slot = actual.entry(e.target.clone()).or_default();
+                let Some(target) = e.target.device() else {
+                    continue;
+                };
+                let slot = actual.entry(target).or_default();
                 slot.0.extend(e.kernels.iter().map(String::as_str));
-                if e.kind == "ptx" {
+                if e.kind == EntryKind::Ptx {
                     slot.1 = e.ptx_isa.as_deref();
                 }
             }
         }
 
-        let mut claimed: BTreeSet<&str> = BTreeSet::new();
+        let mut claimed: BTreeSet<Target> = BTreeSet::new();
         for t in &manifest.targets {
-            claimed.insert(t.target.as_str());
+            claimed.insert(t.target);
             let Some((kernels, isa)) = actual.get(&t.target) else {
                 findings.push(finding(
                     "manifest/target-missing",
@@ -84,7 +87,14 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 }
             }
         }
-        for target in actual.keys().filter(|t| !claimed.contains(t.as_str())) {
+        // In name order, as the report has always listed them.
+        let mut unclaimed: Vec<String> = actual
+            .keys()
+            .filter(|t| !claimed.contains(t))
+            .map(Target::name)
+            .collect();
+        unclaimed.sort();
+        for target in unclaimed {
             findings.push(finding(
                 "manifest/unclaimed-target",
                 &b.path,

@@ -1,7 +1,7 @@
 //! metadata/* and tags/*: what the wheel says about itself versus what its binaries do.
 
+use crate::facts::Artifact;
 use crate::finding::{finding, Finding};
-use crate::input::Artifact;
 use crate::platform;
 use crate::policy::Policy;
 
@@ -27,7 +27,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
     }
     // Requires-Dist pins: kiln's policy pins exact runtime versions.
     for lib in policy.runtime.values() {
-        let name = crate::wheel::normalize_name(&lib.wheel);
+        let name = kiln_wheel::metadata::normalize_name(&lib.wheel);
         for r in meta.requires_dist.iter().filter(|r| r.name == name) {
             if !r.admits(&lib.version) {
                 findings.push(finding(

@@ -1,23 +1,26 @@
-//! The rules: each reads the [`Artifact`] and the [`Policy`] and appends findings.
-//! Rules that need a policy field skip silently when it is absent.
+//! The rules: each reads the facts ([`Artifact`]) and the [`Policy`] and appends findings.
+//! Every rule id is decided here (registered in `finding::RULES`); rules that need a policy
+//! field skip silently when it is absent.
 
 pub mod arch;
 pub mod linkage;
 pub mod manifest;
 pub mod metadata;
+pub mod wheel;
 
-use crate::input::Artifact;
+use crate::facts::Artifact;
+use crate::finding::{finding, Finding};
 use crate::policy::Policy;
-use crate::Finding;
 
-pub use linkage::Resolution;
+pub use linkage::{Resolution, Via};
 
 /// Runs every rule; returns the findings and how each NEEDED / dlopen soname resolved.
 pub fn evaluate(artifact: &Artifact, policy: &Policy) -> (Vec<Finding>, Vec<Resolution>) {
     let mut findings = Vec::new();
+    wheel::check(artifact, &mut findings);
     for b in &artifact.binaries {
         if let Some(e) = &b.elf_error {
-            findings.push(crate::finding::finding(
+            findings.push(finding(
                 "elf/unreadable",
                 &b.path,
                 format!("ELF could not be read: {e}"),

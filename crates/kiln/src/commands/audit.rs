@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use kiln_audit::coverage::Coverage;
-use kiln_audit::{Options, Policy, Report, Severity};
+use kiln_audit::facts::EntryKind;
+use kiln_audit::{Coverage, Options, Policy, Report, Severity, Via};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -103,37 +103,17 @@ pub fn run(args: Args) -> i32 {
 }
 
 fn build_policy(args: &Args) -> Result<Policy, String> {
-    let mut policy = match &args.policy {
-        Some(path) => Policy::from_pins(&kiln_pins::Pins::load(path).map_err(|e| e.to_string())?),
-        None => Policy::default(),
+    let pins = match &args.policy {
+        Some(path) => Some(kiln_pins::Pins::load(path).map_err(|e| e.to_string())?),
+        None => None,
     };
-    if let Some(list) = &args.expect_sass {
-        policy.expect_sass = Some(
-            kiln_audit::policy::parse_arch_list(list).map_err(|e| format!("--expect-sass: {e}"))?,
-        );
-    }
-    if let Some(list) = &args.expect_ptx {
-        policy.expect_ptx = Some(
-            kiln_audit::policy::parse_arch_list(list).map_err(|e| format!("--expect-ptx: {e}"))?,
-        );
-    }
-    if let Some(d) = args.min_driver {
-        if kiln_pins::max_ptx_isa_for_driver(d).is_none() {
-            return Err(format!(
-                "--min-driver {d}: older than any driver in kiln's driver/PTX ISA table"
-            ));
-        }
-        policy.min_driver = Some(d);
-    }
-    if let Some(p) = &args.platform {
-        if kiln_audit::platform::glibc_ceiling(p).is_none() {
-            return Err(format!(
-                "--platform {p:?}: not a manylinux platform tag (e.g. manylinux_2_28_x86_64)"
-            ));
-        }
-        policy.platform = Some(p.clone());
-    }
-    Ok(policy)
+    Policy::from_flags(
+        pins.as_ref(),
+        args.expect_sass.as_deref(),
+        args.expect_ptx.as_deref(),
+        args.min_driver,
+        args.platform.as_deref(),
+    )
 }
 
 /// A byte progress bar on stderr, shown only for inputs over 64 MiB on a terminal.
@@ -230,7 +210,7 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
             let unresolved = r
                 .linkage
                 .iter()
-                .filter(|l| l.file == b.path && l.via == "unresolved")
+                .filter(|l| l.file == b.path && l.via == Via::Unresolved)
                 .count();
             let glibc = elf
                 .max_glibc
@@ -269,8 +249,14 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
             line += &format!(
                 " | fatbin: {} containers, {} cubins, {} PTX{}",
                 d.containers,
-                d.entries.iter().filter(|e| e.kind == "cubin").count(),
-                d.entries.iter().filter(|e| e.kind == "ptx").count(),
+                d.entries
+                    .iter()
+                    .filter(|e| e.kind == EntryKind::Cubin)
+                    .count(),
+                d.entries
+                    .iter()
+                    .filter(|e| e.kind == EntryKind::Ptx)
+                    .count(),
                 if isas.is_empty() {
                     String::new()
                 } else {
@@ -327,15 +313,7 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
     if cov.rows.is_empty() {
         return Ok(());
     }
-    let short: Vec<String> = cov
-        .targets
-        .iter()
-        .map(|t| {
-            t.strip_prefix("sm_")
-                .map(String::from)
-                .unwrap_or_else(|| t.replace("compute_", "ptx"))
-        })
-        .collect();
+    let short: Vec<String> = cov.targets.iter().map(|t| t.label()).collect();
     let colw = short.iter().map(|s| s.len()).max().unwrap_or(3).max(3) + 1;
     let total_w = width();
     let label_w = 36.min(total_w / 2);

@@ -2,3 +2,4 @@
 
 pub mod audit;
 pub mod doctor;
+pub mod wheel;

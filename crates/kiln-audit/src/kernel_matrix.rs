@@ -5,13 +5,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::input::Binary;
+use crate::facts::{Binary, Target};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Coverage {
     pub file: String,
-    /// Column order: SASS targets by number, then PTX targets.
-    pub targets: Vec<String>,
+    /// Column order: SASS targets by number, then PTX targets (in JSON, their names).
+    pub targets: Vec<Target>,
     pub rows: Vec<CoverageRow>,
 }
 
@@ -23,33 +23,26 @@ pub struct CoverageRow {
     pub present: Vec<bool>,
 }
 
-fn target_key(t: &str) -> (u8, u32, String) {
-    let (kind, rest) = if let Some(r) = t.strip_prefix("sm_") {
-        (0, r)
-    } else if let Some(r) = t.strip_prefix("compute_") {
-        (1, r)
-    } else {
-        (2, t)
-    };
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    (kind, digits.parse().unwrap_or(0), t.to_string())
+/// SASS before PTX, then by number, then by name (variants of one number together).
+fn column_order(t: &Target) -> (kiln_pins::TargetKind, u32, String) {
+    (t.kind, t.arch.number(), t.name())
 }
 
 pub fn of(binary: &Binary) -> Option<Coverage> {
     let dev = binary.device.as_ref()?;
-    let mut by_kernel: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let mut targets: BTreeSet<&str> = BTreeSet::new();
+    let mut by_kernel: BTreeMap<&str, BTreeSet<Target>> = BTreeMap::new();
+    let mut targets: BTreeSet<Target> = BTreeSet::new();
     for e in &dev.entries {
-        if e.kind == "other" {
+        let Some(t) = e.target.device() else {
             continue;
-        }
-        targets.insert(&e.target);
+        };
+        targets.insert(t);
         for k in &e.kernels {
-            by_kernel.entry(k).or_default().insert(&e.target);
+            by_kernel.entry(k).or_default().insert(t);
         }
     }
-    let mut targets: Vec<&str> = targets.into_iter().collect();
-    targets.sort_by_key(|t| target_key(t));
+    let mut targets: Vec<Target> = targets.into_iter().collect();
+    targets.sort_by_key(column_order);
     let mut folded: BTreeMap<Vec<bool>, Vec<String>> = BTreeMap::new();
     for (k, set) in by_kernel {
         let key: Vec<bool> = targets.iter().map(|t| set.contains(t)).collect();
@@ -68,7 +61,7 @@ pub fn of(binary: &Binary) -> Option<Coverage> {
     });
     Some(Coverage {
         file: binary.path.clone(),
-        targets: targets.into_iter().map(String::from).collect(),
+        targets,
         rows,
     })
 }

@@ -63,8 +63,8 @@ pub fn add_output(
     };
     let entry = match target.kind {
         TargetKind::Sass => TargetKernels {
-            target: target.name(),
-            kind: "sass".into(),
+            target,
+            kind: target.kind,
             ptx_isa: None,
             kernels: kiln_fatbin::cubin::kernels(&bytes).map_err(|e| bad(e.to_string()))?,
         },
@@ -72,8 +72,8 @@ pub fn add_output(
             let text = String::from_utf8(bytes).map_err(|_| bad("PTX is not UTF-8".into()))?;
             let info = kiln_fatbin::ptx::parse(&text).map_err(|e| bad(e.to_string()))?;
             TargetKernels {
-                target: target.name(),
-                kind: "ptx".into(),
+                target,
+                kind: target.kind,
                 ptx_isa: Some(format!("{}.{}", info.isa.0, info.isa.1)),
                 kernels: info.kernels,
             }

@@ -1,0 +1,383 @@
+//! wheel/*, input/unreadable-member, tags/filename-mismatch, metadata/bad-requires-dist: what
+//! the reader met in the archive and its dist-info, and RECORD against every member's digest.
+
+use std::collections::BTreeMap;
+
+use crate::facts::{Artifact, InputKind, MemberDigest, ReadProblem, RecordRow};
+use crate::finding::{finding, Finding};
+
+const FIX_RECORD: &str =
+    "rebuild the wheel (or rewrite RECORD with the real sha256 and size of every member)";
+
+pub fn check(artifact: &Artifact, findings: &mut Vec<Finding>) {
+    for p in &artifact.problems {
+        findings.push(problem(p));
+    }
+    let is_wheel = artifact.kind == InputKind::Wheel;
+    let Some(meta) = &artifact.wheel else { return };
+    for r in &meta.records {
+        let record_path = r.record_path();
+        match &r.rows {
+            Some(rows) => verify_record(rows, &artifact.digests, &record_path, is_wheel, findings),
+            None if is_wheel => findings.push(finding(
+                "wheel/record-missing",
+                &r.dist_info,
+                format!("{} has no RECORD", r.dist_info),
+                "rebuild the wheel with a PEP 427 build backend",
+            )),
+            None => {}
+        }
+    }
+    if is_wheel && meta.dist_info.is_empty() {
+        findings.push(finding(
+            "wheel/no-dist-info",
+            "",
+            "no .dist-info/ with RECORD, WHEEL or METADATA".into(),
+            "build the wheel with maturin or pip wheel",
+        ));
+    }
+    if let Some(f) = &meta.filename {
+        if !meta.tags.is_empty() && f.tags.iter().any(|t| !meta.tags.contains(t)) {
+            findings.push(finding(
+                "tags/filename-mismatch",
+                "",
+                format!(
+                    "file name tags {:?} differ from WHEEL tags {:?}",
+                    f.tags, meta.tags
+                ),
+                "rename the file to match the WHEEL Tag lines (or fix WHEEL)",
+            ));
+        }
+    }
+}
+
+/// The finding for one read problem.
+fn problem(p: &ReadProblem) -> Finding {
+    match p {
+        ReadProblem::UnsafePath { member, why } => finding(
+            "wheel/unsafe-path",
+            member,
+            format!("member path {member:?} is unsafe ({why}); it was not read"),
+            "rebuild the wheel: members must be relative paths inside it",
+        ),
+        ReadProblem::UnreadableMember {
+            member,
+            action,
+            error,
+        } => finding(
+            "input/unreadable-member",
+            member,
+            format!("cannot {action} member: {error}"),
+            "rebuild the wheel",
+        ),
+        ReadProblem::MemberTooLarge {
+            member,
+            declared,
+            limit,
+        } => finding(
+            "wheel/member-too-large",
+            member,
+            match declared {
+                Some(size) => format!("member claims {size} bytes, over the limit of {limit}"),
+                None => format!("member inflates past the limit of {limit} bytes"),
+            },
+            "raise --max-member-size if this is genuine",
+        ),
+        ReadProblem::BadRecordLine {
+            record,
+            line,
+            error,
+        } => finding(
+            "wheel/record-mismatch",
+            record,
+            format!("RECORD line {line}: {error}"),
+            "regenerate RECORD with the build backend (maturin/pip wheel)",
+        ),
+        ReadProblem::BadRequiresDist {
+            metadata,
+            value,
+            error,
+        } => finding(
+            "metadata/bad-requires-dist",
+            metadata,
+            format!("Requires-Dist {value:?} is not PEP 508: {error}"),
+            "write the requirement as PEP 508 (name, specifier, marker)",
+        ),
+    }
+}
+
+/// Compares every member with RECORD (RECORD itself and signatures are exempt by the spec). An
+/// unpacked tree (`require_listed` false) may hold files RECORD does not list.
+fn verify_record(
+    record: &BTreeMap<String, RecordRow>,
+    members: &BTreeMap<String, MemberDigest>,
+    record_path: &str,
+    require_listed: bool,
+    findings: &mut Vec<Finding>,
+) {
+    for (name, got) in members {
+        let exempt = name == record_path
+            || name.ends_with(".dist-info/RECORD.jws")
+            || name.ends_with(".dist-info/RECORD.p7s");
+        if exempt {
+            continue;
+        }
+        match record.get(name) {
+            None if require_listed => findings.push(finding(
+                "wheel/record-missing",
+                name,
+                format!("{name} is in the archive but not in {record_path}"),
+                FIX_RECORD,
+            )),
+            None => {}
+            Some(row) => {
+                if row.hash.is_empty() {
+                    if require_listed {
+                        findings.push(finding(
+                            "wheel/record-mismatch",
+                            name,
+                            format!("{record_path} has no hash for {name}"),
+                            FIX_RECORD,
+                        ));
+                    }
+                } else if !row.hash.starts_with("sha256=") {
+                    findings.push(finding(
+                        "wheel/record-mismatch",
+                        name,
+                        format!(
+                            "{record_path} uses {} for {name}; only sha256 is verified",
+                            row.hash.split('=').next().unwrap_or("")
+                        ),
+                        "use sha256 in RECORD",
+                    ));
+                } else if row.hash != got.hash {
+                    findings.push(finding(
+                        "wheel/record-mismatch",
+                        name,
+                        format!(
+                            "sha256 mismatch: RECORD says {}, content is {}",
+                            row.hash, got.hash
+                        ),
+                        FIX_RECORD,
+                    ));
+                } else if row.size.is_some_and(|s| s != got.size) {
+                    findings.push(finding(
+                        "wheel/record-mismatch",
+                        name,
+                        format!(
+                            "size mismatch: RECORD says {}, content is {} bytes",
+                            row.size.unwrap_or(0),
+                            got.size
+                        ),
+                        FIX_RECORD,
+                    ));
+                }
+            }
+        }
+    }
+    if require_listed {
+        for name in record.keys() {
+            if !members.contains_key(name) && name != record_path {
+                findings.push(finding(
+                    "wheel/record-mismatch",
+                    record_path,
+                    format!("{record_path} lists {name}, which is not in the archive"),
+                    FIX_RECORD,
+                ));
+            }
+        }
+    }
+}
+
+/// Each formerly read-time rule, driven from facts built by hand (no zip, no file).
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::facts::{DistRecord, FilenameTags, WheelMeta};
+    use crate::finding::{severity_of, Severity};
+
+    fn wheel(meta: WheelMeta) -> Artifact {
+        Artifact {
+            wheel: Some(meta),
+            ..Artifact::empty(InputKind::Wheel)
+        }
+    }
+
+    fn dist(rows: Option<&[(&str, &str, Option<u64>)]>) -> WheelMeta {
+        WheelMeta {
+            dist_info: vec!["x-1.0.dist-info".into()],
+            records: vec![DistRecord {
+                dist_info: "x-1.0.dist-info".into(),
+                rows: rows.map(|rows| {
+                    rows.iter()
+                        .map(|(n, h, s)| {
+                            (
+                                n.to_string(),
+                                RecordRow {
+                                    hash: h.to_string(),
+                                    size: *s,
+                                },
+                            )
+                        })
+                        .collect()
+                }),
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn run(a: &Artifact) -> Vec<Finding> {
+        let mut f = Vec::new();
+        check(a, &mut f);
+        for x in &f {
+            assert!(
+                x.severity == severity_of(x.rule),
+                "{} not at its registered severity",
+                x.rule
+            );
+        }
+        f
+    }
+
+    fn rules(f: &[Finding]) -> Vec<(&str, &str)> {
+        f.iter().map(|f| (f.rule, f.file.as_str())).collect()
+    }
+
+    #[test]
+    fn each_read_problem_is_decided_by_its_own_rule() {
+        let mut a = wheel(dist(Some(&[])));
+        a.problems = vec![
+            ReadProblem::UnsafePath {
+                member: "../evil".into(),
+                why: "`..` component",
+            },
+            ReadProblem::UnreadableMember {
+                member: "x/a.so".into(),
+                action: "decompress",
+                error: "corrupt deflate stream".into(),
+            },
+            ReadProblem::MemberTooLarge {
+                member: "x/big".into(),
+                declared: Some(10),
+                limit: 5,
+            },
+            ReadProblem::MemberTooLarge {
+                member: "x/bomb".into(),
+                declared: None,
+                limit: 5,
+            },
+            ReadProblem::BadRecordLine {
+                record: "x-1.0.dist-info/RECORD".into(),
+                line: 3,
+                error: "bad quote".into(),
+            },
+            ReadProblem::BadRequiresDist {
+                metadata: "x-1.0.dist-info/METADATA".into(),
+                value: "!!bad".into(),
+                error: "expected a name".into(),
+            },
+        ];
+        let f = run(&a);
+        assert_eq!(
+            rules(&f),
+            [
+                ("wheel/unsafe-path", "../evil"),
+                ("input/unreadable-member", "x/a.so"),
+                ("wheel/member-too-large", "x/big"),
+                ("wheel/member-too-large", "x/bomb"),
+                ("wheel/record-mismatch", "x-1.0.dist-info/RECORD"),
+                ("metadata/bad-requires-dist", "x-1.0.dist-info/METADATA"),
+            ]
+        );
+        assert_eq!(
+            f[1].message,
+            "cannot decompress member: corrupt deflate stream"
+        );
+        assert_eq!(f[2].message, "member claims 10 bytes, over the limit of 5");
+        assert_eq!(f[3].message, "member inflates past the limit of 5 bytes");
+        assert_eq!(f[4].message, "RECORD line 3: bad quote");
+    }
+
+    #[test]
+    fn record_against_member_digests() {
+        let good = MemberDigest::of(b"good");
+        let mut a = wheel(dist(Some(&[
+            ("x/ok.py", &good.hash, Some(4)),
+            ("x/changed.py", &good.hash, Some(4)),
+            ("x/resized.py", &good.hash, Some(5)),
+            ("x/md5.py", "md5=abc", None),
+            ("x/nohash.py", "", None),
+            ("x/gone.py", &good.hash, Some(4)),
+        ])));
+        a.digests = BTreeMap::from([
+            ("x/ok.py".to_string(), good.clone()),
+            ("x/changed.py".to_string(), MemberDigest::of(b"evil")),
+            ("x/resized.py".to_string(), good.clone()),
+            ("x/md5.py".to_string(), good.clone()),
+            ("x/nohash.py".to_string(), good.clone()),
+            ("x/unlisted.py".to_string(), good.clone()),
+            ("x-1.0.dist-info/RECORD".to_string(), good.clone()),
+        ]);
+        let f = run(&a);
+        let mut got = rules(&f);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("wheel/record-mismatch", "x-1.0.dist-info/RECORD"),
+                ("wheel/record-mismatch", "x/changed.py"),
+                ("wheel/record-mismatch", "x/md5.py"),
+                ("wheel/record-mismatch", "x/nohash.py"),
+                ("wheel/record-mismatch", "x/resized.py"),
+                ("wheel/record-missing", "x/unlisted.py"),
+            ]
+        );
+        // An unpacked tree may hold unlisted files and rows without hashes; content still counts.
+        a.kind = InputKind::Directory;
+        let f = run(&a);
+        let mut got = rules(&f);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("wheel/record-mismatch", "x/changed.py"),
+                ("wheel/record-mismatch", "x/md5.py"),
+                ("wheel/record-mismatch", "x/resized.py"),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_record_and_missing_dist_info() {
+        assert_eq!(
+            rules(&run(&wheel(dist(None)))),
+            [("wheel/record-missing", "x-1.0.dist-info")]
+        );
+        assert_eq!(
+            rules(&run(&wheel(WheelMeta::default()))),
+            [("wheel/no-dist-info", "")]
+        );
+        // Not a wheel: neither applies.
+        let mut dir = wheel(dist(None));
+        dir.kind = InputKind::Directory;
+        assert!(run(&dir).is_empty());
+    }
+
+    #[test]
+    fn file_name_tags_against_wheel_tags() {
+        let mut meta = dist(Some(&[]));
+        meta.tags = vec!["cp39-abi3-manylinux_2_34_x86_64".into()];
+        meta.filename = Some(FilenameTags {
+            name: "x".into(),
+            version: "1.0".into(),
+            tags: vec!["cp39-abi3-manylinux_2_17_x86_64".into()],
+        });
+        let f = run(&wheel(meta.clone()));
+        assert_eq!(rules(&f), [("tags/filename-mismatch", "")]);
+        assert_eq!(f[0].severity, Severity::Warning);
+        meta.filename.as_mut().unwrap().tags = meta.tags.clone();
+        assert!(run(&wheel(meta)).is_empty());
+    }
+}

@@ -1,0 +1,192 @@
+//! METADATA and WHEEL: RFC 822-style headers; Requires-Dist read as PEP 508 and added.
+
+use std::str::FromStr;
+
+use serde::Serialize;
+
+/// RFC 822-style headers (METADATA, WHEEL): (key, value) in order; continuation lines joined.
+pub fn parse_headers(text: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        if line.is_empty() {
+            break; // the body (long description) starts here
+        }
+        if line.starts_with([' ', '\t']) {
+            if let Some(last) = out.last_mut() {
+                last.1.push('\n');
+                last.1.push_str(line.trim());
+            }
+            continue;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            out.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Requirement {
+    /// Normalized distribution name (PEP 503).
+    pub name: String,
+    pub raw: String,
+    /// Versions the specifier admits are checked with [`Requirement::admits`].
+    #[serde(skip)]
+    parsed: Option<pep508_rs::Requirement>,
+    /// The environment marker, when the requirement is conditional (e.g. an extra).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marker: Option<String>,
+}
+
+impl Requirement {
+    /// Does the version specifier admit `version`? (true when there is no specifier)
+    pub fn admits(&self, version: &str) -> bool {
+        let Some(req) = &self.parsed else { return true };
+        let Ok(v) = pep508_rs::pep440_rs::Version::from_str(version) else {
+            return false;
+        };
+        match &req.version_or_url {
+            Some(pep508_rs::VersionOrUrl::VersionSpecifier(specs)) => specs.contains(&v),
+            _ => true,
+        }
+    }
+}
+
+/// PEP 503 normalization: lower case, runs of `-_.` become `-`.
+pub fn normalize_name(name: &str) -> String {
+    let mut out = String::new();
+    let mut sep = false;
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            sep = true;
+        } else {
+            if sep && !out.is_empty() {
+                out.push('-');
+            }
+            sep = false;
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
+}
+
+/// A Requires-Dist value that is not PEP 508, with the parser's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRequirement {
+    pub value: String,
+    pub error: String,
+}
+
+/// Every Requires-Dist header. One that is not PEP 508 is returned as a [`BadRequirement`], and
+/// still listed by the name it starts with (so linkage sees the declaration).
+pub fn parse_requires_dist(
+    headers: &[(String, String)],
+) -> (Vec<Requirement>, Vec<BadRequirement>) {
+    let mut reqs = Vec::new();
+    let mut bad = Vec::new();
+    for (k, v) in headers {
+        if !k.eq_ignore_ascii_case("Requires-Dist") {
+            continue;
+        }
+        match pep508_rs::Requirement::from_str(v) {
+            Ok(r) => {
+                let marker = r.marker.contents().map(|m| m.to_string());
+                reqs.push(Requirement {
+                    name: normalize_name(r.name.as_ref()),
+                    raw: v.clone(),
+                    parsed: Some(r.clone()),
+                    marker,
+                });
+            }
+            Err(e) => {
+                bad.push(BadRequirement {
+                    value: v.clone(),
+                    error: e.message.to_string(),
+                });
+                let name: String = v
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
+                    .collect();
+                if !name.is_empty() {
+                    reqs.push(Requirement {
+                        name: normalize_name(&name),
+                        raw: v.clone(),
+                        parsed: None,
+                        marker: None,
+                    });
+                }
+            }
+        }
+    }
+    (reqs, bad)
+}
+
+/// METADATA with `requires` added as `Requires-Dist:` lines at the end of the header block
+/// (before the blank line and the body). A requirement METADATA already names is refused: the
+/// pins are the only place for it.
+pub fn with_requires(metadata: &str, requires: &[String]) -> crate::Result<String> {
+    let (headers, body) = match metadata.find("\n\n") {
+        Some(i) => (&metadata[..i + 1], &metadata[i + 1..]),
+        None => (metadata, ""),
+    };
+    let (existing, _) = parse_requires_dist(&parse_headers(headers));
+    for r in requires {
+        let name = normalize_name(
+            r.split(['=', '<', '>', '!', '~', ' ', ';'])
+                .next()
+                .unwrap_or(r),
+        );
+        if let Some(e) = existing.iter().find(|e| e.name == name) {
+            return crate::invalid(format!(
+                "METADATA already has `Requires-Dist: {}`; the pins are the only place for it",
+                e.raw
+            ));
+        }
+    }
+    let mut out = headers.to_string();
+    for r in requires {
+        out.push_str(&format!("Requires-Dist: {r}\n"));
+    }
+    out.push_str(body);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requires_dist_with_markers_and_pins() {
+        let headers = parse_headers(
+            "Metadata-Version: 2.1\nName: x\nRequires-Dist: nvidia_cudnn_cu13 (==9.27.0.42)\nRequires-Dist: nvidia-nccl-cu13>=2.30; extra == 'cuda'\nRequires-Dist: !!bad\n\nbody: no\n",
+        );
+        let (reqs, bad) = parse_requires_dist(&headers);
+        assert_eq!(reqs[0].name, "nvidia-cudnn-cu13");
+        assert!(reqs[0].admits("9.27.0.42") && !reqs[0].admits("9.28"));
+        assert!(reqs[1].marker.as_deref().unwrap().contains("extra"));
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!(bad[0].value, "!!bad");
+    }
+
+    #[test]
+    fn requires_go_at_the_end_of_the_headers() {
+        let m = "Metadata-Version: 2.4\nName: kiln\nVersion: 0.1.0\n\nbody\n\nmore\n";
+        let out = with_requires(m, &["a==1".into(), "b==2".into()]).unwrap();
+        assert_eq!(out, "Metadata-Version: 2.4\nName: kiln\nVersion: 0.1.0\nRequires-Dist: a==1\nRequires-Dist: b==2\n\nbody\n\nmore\n");
+        let no_body = with_requires("Name: kiln\n", &["a==1".into()]).unwrap();
+        assert_eq!(no_body, "Name: kiln\nRequires-Dist: a==1\n");
+    }
+
+    #[test]
+    fn a_restated_requirement_is_refused() {
+        let m = "Name: kiln\nRequires-Dist: nvidia_cublas>=13\n\n";
+        let e = with_requires(m, &["nvidia-cublas==13.1.0.3".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("already has"), "{e}");
+        // Declared ranges (the runtime pins' `requires`) are matched by name too.
+        let m = "Name: kiln\nRequires-Dist: nvidia-cublas==13.1.0.3\n\n";
+        assert!(with_requires(m, &["nvidia-cublas>=13.0,<14".into()]).is_err());
+        assert!(with_requires(m, &["nvidia-cudnn-cu13>=9.19,<10".into()]).is_ok());
+    }
+}

@@ -1,0 +1,73 @@
+//! `kiln wheel finalize RAW.whl --out DIR`: the one post-processing step after `maturin build`
+//! (Requires-Dist and the SBOM's runtime wheels from the pins, RECORD rehashed), run by
+//! `cargo xtask wheel` and by Nix (`nix/wheel.nix`) alike, so the released bytes do not depend
+//! on who built them.
+
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Add Requires-Dist and the SBOM's runtime components from [workspace.metadata.kiln] to a
+    /// wheel maturin built; prints the finalized wheel's path.
+    Finalize(FinalizeArgs),
+}
+
+#[derive(clap::Args)]
+pub struct FinalizeArgs {
+    /// The wheel as maturin wrote it.
+    pub wheel: PathBuf,
+    /// The workspace Cargo.toml holding [workspace.metadata.kiln] (its directory is the checkout).
+    #[arg(long, value_name = "CARGO_TOML", default_value = "Cargo.toml")]
+    pub pins: PathBuf,
+    /// Directory for the finalized wheel (same file name); must differ from the input's.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+pub fn run(args: Args) -> i32 {
+    match args.command {
+        Command::Finalize(a) => match finalize(&a) {
+            Ok(path) => {
+                println!("{}", path.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("kiln wheel finalize: {e}");
+                2
+            }
+        },
+    }
+}
+
+fn finalize(a: &FinalizeArgs) -> Result<PathBuf, String> {
+    let pins = kiln_pins::Pins::load(&a.pins).map_err(|e| e.to_string())?;
+    let root = match pins.root() {
+        p if p.as_os_str().is_empty() => std::path::Path::new("."),
+        p => p,
+    };
+    // The absolute path, as maturin's SBOM names it (mapped to /kiln by the step).
+    let checkout = std::fs::canonicalize(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let recipe =
+        kiln_wheel::finalize::Recipe::from_pins(&pins, &checkout).map_err(|e| e.to_string())?;
+    let name = a
+        .wheel
+        .file_name()
+        .ok_or_else(|| format!("{} is not a wheel file", a.wheel.display()))?;
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let dst = a.out.join(name);
+    let same = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+    if same(&dst).is_some() && same(&dst) == same(&a.wheel) {
+        return Err(format!(
+            "--out {} holds the input wheel itself; choose another directory",
+            a.out.display()
+        ));
+    }
+    kiln_wheel::finalize::finalize(&a.wheel, &dst, &recipe).map_err(|e| e.to_string())?;
+    Ok(dst)
+}
