@@ -191,7 +191,14 @@ mod tests {
         let pins: Vec<Option<String>> = reqs.iter().map(Requirement::exact_pin).collect();
         assert_eq!(
             pins,
-            [Some("9.27.0.42".into()), None, None, Some("1.0".into()), None, Some("1.2".into())]
+            [
+                Some("9.27.0.42".into()),
+                None,
+                None,
+                Some("1.0".into()),
+                None,
+                Some("1.2".into())
+            ]
         );
     }
 

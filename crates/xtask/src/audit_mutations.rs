@@ -437,7 +437,11 @@ fn range_excludes_pin(_ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
                 .collect();
-            match pins.runtime.values().find(|r| norm(&r.wheel) == norm(&name)) {
+            match pins
+                .runtime
+                .values()
+                .find(|r| norm(&r.wheel) == norm(&name))
+            {
                 Some(lib) if edited.is_none() => {
                     edited = Some(lib.wheel.clone());
                     format!("Requires-Dist: {name}<{}", lib.version)

@@ -124,10 +124,16 @@ mod tests {
     fn an_exact_pin_warns_even_when_it_is_the_tested_release() {
         let p = pins();
         let nccl = &p.runtime["nccl"];
-        let found = audit(&[nccl.exact_requirement(), "numpy==2.1.0; extra == 'np'".into()]);
+        let found = audit(&[
+            nccl.exact_requirement(),
+            "numpy==2.1.0; extra == 'np'".into(),
+        ]);
         assert_eq!(
             rules(&found),
-            ["metadata/requires-dist-exact", "metadata/requires-dist-exact"]
+            [
+                "metadata/requires-dist-exact",
+                "metadata/requires-dist-exact"
+            ]
         );
         assert_eq!(severity_of(found[0].rule), Severity::Warning);
         assert!(found[0].message.contains(&nccl.version), "{found:?}");
