@@ -166,7 +166,9 @@ fn file_of(addr: usize) -> String {
         if libc::dladdr(addr as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
             return "(unknown path)".into();
         }
-        CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned()
+        CStr::from_ptr(info.dli_fname)
+            .to_string_lossy()
+            .into_owned()
     }
 }
 
