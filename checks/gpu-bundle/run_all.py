@@ -216,6 +216,15 @@ def step_venv(r: Runner):
     py = venv / "bin" / "python"
     if rc != 0 or not py.exists():
         return r.record("venv", "failed", reason=f"python -m venv exited {rc}", log="logs/venv.log")
+    if sys.prefix != sys.base_prefix:
+        # This interpreter is itself a venv (torch installed there, as on the H200 machine):
+        # --system-site-packages would show only the base interpreter's packages, so the new
+        # venv also sees this one's site-packages through a .pth file.
+        import site
+
+        inner = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True).stdout.strip()
+        Path(inner, "_kiln_parent_env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     # No --no-deps: pip must find every Requires-Dist already installed (torch's nvidia-*
     # wheels); --no-index means nothing can be downloaded to make up for a range they miss.
     rc, out, secs = r.run("venv-install", [str(py), "-m", "pip", "install", "--no-index", "--no-input",
