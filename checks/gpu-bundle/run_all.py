@@ -11,6 +11,10 @@ Steps (each one runs whatever happened to the others, is recorded in RESULTS_DIR
 with its status passed / failed / skipped (with the reason), and logs to RESULTS_DIR/logs/):
   environment      GPUs, driver, torch, tools
   install          pip install --no-deps --target <tmp> the wheel
+  venv             issue 18: a venv with --system-site-packages (torch and its nvidia-* wheels
+                   visible), `pip install --no-index WHEEL` with its Requires-Dist (no --no-deps):
+                   every declared range must be met by what torch brought; the Python tests
+                   below then run in that venv
   import           import kiln, build_info(), runtime_libraries(), device_info()
   python-tests     test_kiln_gpu.py: every op vs float64 reference and torch, DLPack contract,
                    streams and CUDA graphs (check_streams.py), NCCL all-reduce over all GPUs
@@ -22,7 +26,8 @@ with its status passed / failed / skipped (with the reason), and logs to RESULTS
                    (reduced sizes), kiln-gpu-bench; results under RESULTS_DIR/rust/
   nccl             the NCCL all-reduce results of the above, summarized (all visible GPUs)
 Then RESULTS_DIR/summary.json. Total time is kept under KILN_BUNDLE_BUDGET_S (default 480 s):
-a step that would start after the budget is spent is skipped, saying so.
+a step that would start after the budget is spent is skipped, saying so. KILN_BUNDLE_ONLY
+(comma-separated step names, e.g. "environment,install,venv,python-tests") runs only those.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ class Runner:
         self.steps: list[dict] = []
         self.bundle = json.loads((HERE / "bundle.json").read_text()) if (HERE / "bundle.json").exists() else {}
         self.site: str | None = None
+        # The venv's interpreter once the `venv` step installed the wheel into it.
+        self.python: str = sys.executable
         self.gpu_count = 0
         self.gpu_reason = ""
 
@@ -105,7 +112,7 @@ class Runner:
     def py_env(self) -> dict:
         # NVLink SHARP/multicast stays off on the shared multi-GPU machines (NCCL all-reduce).
         env = {"NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0")}
-        if self.site:
+        if self.site and self.python == sys.executable:
             env["PYTHONPATH"] = self.site + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
         return env
 
@@ -199,6 +206,42 @@ def step_install(r: Runner):
         r.record("install", "failed", reason=f"pip exited {rc}; unpacking failed too: {e}", log="logs/install.log")
 
 
+def step_venv(r: Runner):
+    wheel = r.bundle.get("wheel")
+    wheels = [HERE / wheel] if wheel else sorted(HERE.glob("kiln-*.whl"))
+    if not wheels or not wheels[0].exists():
+        return r.record("venv", "failed", reason="no kiln wheel in the bundle")
+    venv = Path(tempfile.mkdtemp(prefix="kiln-venv-"))
+    rc, _, _ = r.run("venv", [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], 60)
+    py = venv / "bin" / "python"
+    if rc != 0 or not py.exists():
+        return r.record("venv", "failed", reason=f"python -m venv exited {rc}", log="logs/venv.log")
+    if sys.prefix != sys.base_prefix:
+        # This interpreter is itself a venv (torch installed there, as on the H200 machine):
+        # --system-site-packages would show only the base interpreter's packages, so the new
+        # venv also sees this one's site-packages through a .pth file.
+        import site
+
+        inner = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True).stdout.strip()
+        Path(inner, "_kiln_parent_env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # No --no-deps: pip must find every Requires-Dist already installed (torch's nvidia-*
+    # wheels); --no-index means nothing can be downloaded to make up for a range they miss.
+    rc, out, secs = r.run("venv-install", [str(py), "-m", "pip", "install", "--no-index", "--no-input",
+                                           "--disable-pip-version-check", str(wheels[0])], 120)
+    if rc != 0:
+        return r.record("venv", "failed", reason=f"pip install --no-index exited {rc}: {out.strip()[-600:]}",
+                        log="logs/venv-install.log")
+    rc, out, _ = r.run("venv-check", [str(py), "-m", "pip", "show", "nvidia-cublas", "nvidia-cudnn-cu13",
+                                      "nvidia-nccl-cu13", "torch"], 60)
+    have = dict(re.findall(r"^Name: (\S+)\nVersion: (\S+)", out, re.M))
+    r.python = str(py)
+    r.site = r.site or str(venv)
+    r.record("venv", "passed", seconds=round(secs, 1),
+             summary=f"{wheels[0].name} installed with its Requires-Dist met by: "
+                     + ", ".join(f"{k} {v}" for k, v in sorted(have.items())))
+
+
 PROBE = r"""
 import json, kiln
 out = {"version": kiln.__version__, "build_info": kiln.build_info(), "runtime_libraries": kiln.runtime_libraries()}
@@ -214,7 +257,7 @@ print("KILN_PROBE " + json.dumps(out, default=str))
 def step_import(r: Runner):
     if not r.site:
         return r.record("import", "skipped", reason="the wheel is not installed")
-    rc, out, _ = r.run("import", [sys.executable, "-c", PROBE], 60, env=r.py_env())
+    rc, out, _ = r.run("import", [r.python, "-c", PROBE], 60, env=r.py_env())
     line = next((l for l in out.splitlines() if l.startswith("KILN_PROBE ")), None)
     if rc != 0 or not line:
         return r.record("import", "failed", reason=f"python exited {rc}", log="logs/import.log")
@@ -236,7 +279,7 @@ def python_script_step(r: Runner, name: str, script: str, extra: list[str], time
         return r.record(name, "skipped", reason="the wheel is not installed")
     if not r.gpu_count:
         return r.record(name, "skipped", reason=r.gpu_reason)
-    rc, out, secs = r.run(name, [sys.executable, str(HERE / script), "--out", str(r.results / out_json)] + extra,
+    rc, out, secs = r.run(name, [r.python, str(HERE / script), "--out", str(r.results / out_json)] + extra,
                           timeout, env=r.py_env())
     doc = {}
     try:
@@ -389,6 +432,7 @@ def main() -> int:
     steps = [
         ("environment", lambda: step_environment(r)),
         ("install", lambda: step_install(r)),
+        ("venv", lambda: step_venv(r)),
         ("import", lambda: step_import(r)),
         ("python-tests", lambda: python_script_step(r, "python-tests", "test_kiln_gpu.py", [], 150, "python_gpu_tests.json")),
         ("torch-bench", lambda: python_script_step(r, "torch-bench", "bench_torch.py",
@@ -400,7 +444,16 @@ def main() -> int:
         ("rust", lambda: step_rust(r)),
         ("nccl", lambda: step_nccl(r)),
     ]
+    only = [s for s in os.environ.get("KILN_BUNDLE_ONLY", "").split(",") if s]
+    unknown = [s for s in only if s not in dict(steps)]
+    if unknown:
+        print(f"error: KILN_BUNDLE_ONLY names unknown steps {unknown} (steps: {', '.join(n for n, _ in steps)})",
+              file=sys.stderr)
+        return 2
     for name, fn in steps:
+        if only and name not in only:
+            r.record(name, "skipped", reason="not in KILN_BUNDLE_ONLY")
+            continue
         if left() <= 0:
             r.record(name, "skipped", reason=f"time budget of {BUDGET_S:.0f} s spent")
             continue

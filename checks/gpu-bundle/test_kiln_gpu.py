@@ -35,6 +35,7 @@ import argparse
 import gc
 import json
 import math
+import os
 import sys
 import time
 import traceback
@@ -575,6 +576,23 @@ def check_contract(ctx, res):
         bad = {k: v for k, v in libs.items() if v["status"] not in ("loaded", "already loaded")}
         assert not bad, f"NVIDIA libraries not preloaded: {bad}"
     check("NVIDIA libraries preloaded (site-packages/nvidia/*/lib)", libraries)
+
+    def loaded_versions():
+        # Issue 18: the versions actually in the process (torch imported first, so its copies
+        # are the ones kiln adopts), each inside kiln's declared range, one copy per soname.
+        loaded = kiln.build_info()["loaded_libraries"]
+        bad = {k: v for k, v in loaded.items() if "error" in v}
+        assert not bad, f"runtime libraries unusable: {bad}"
+        with open("/proc/self/maps") as f:
+            mapped = {line.split()[-1] for line in f if line.rstrip().endswith(tuple(loaded))}
+        for soname, lib in loaded.items():
+            files = sorted({os.path.realpath(m) for m in mapped if os.path.basename(m) == soname})
+            assert len(files) == 1, f"{soname}: {len(files)} copies mapped: {files}"
+            assert os.path.realpath(lib["path"]) == files[0], (soname, lib["path"], files)
+        print("    loaded: " + "; ".join(
+            f"{k} {v['version']} ({'already loaded' if v['already_loaded'] else 'loaded by kiln'}, {v['path']}, declared {v['requires']})"
+            for k, v in sorted(loaded.items())), flush=True)
+    check("build_info()['loaded_libraries']: cuBLAS/cuDNN/NCCL versions in range, one copy each", loaded_versions)
 
 
 def test_all():

@@ -70,6 +70,15 @@ fn run() -> Result<(), String> {
             lib.sonames
         )
         .unwrap();
+        let abi = lib.abi();
+        writeln!(
+            consts,
+            "pub const {}_ABI: (u32, u32) = ({}, {});",
+            key.to_uppercase(),
+            abi.major,
+            abi.min_minor
+        )
+        .unwrap();
         writeln!(
             consts,
             "pub const {}_WHEEL: &str = {:?};",

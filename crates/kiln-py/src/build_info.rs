@@ -46,6 +46,38 @@ pub fn build_info_json() -> serde_json::Value {
     serde_json::Value::Object(info)
 }
 
+/// What is in the process now, per runtime soname kiln calls: the version the library reports
+/// at run time, the file it was mapped from, and whether it was already loaded before kiln
+/// asked (torch, the preload); or why it cannot be used (missing, older than the declared range).
+pub fn loaded_libraries_json() -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for lib in kiln_runtime::runtime_libraries() {
+        let entry = match &lib.status {
+            Ok(l) => serde_json::json!({
+                "version": l.version,
+                "path": l.path,
+                "already_loaded": l.already_loaded,
+                "requires": lib.wheel,
+            }),
+            Err(e) => serde_json::json!({ "error": e.to_string(), "requires": lib.wheel }),
+        };
+        out.insert(lib.soname.to_string(), entry);
+    }
+    serde_json::Value::Object(out)
+}
+
+/// `{soname: {version, path, already_loaded, requires} | {error, requires}}`: loads (or adopts)
+/// cuBLAS, cuDNN and NCCL and asks each its version; no GPU needed. Called by
+/// `kiln.build_info()` after the import-time preload, never before it.
+#[pyfunction]
+pub fn _loaded_libraries(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let text = serde_json::to_string(&loaded_libraries_json()).expect("serializes");
+    py.import("json")?
+        .call_method1("loads", (text,))?
+        .cast_into::<PyDict>()
+        .map_err(Into::into)
+}
+
 /// Returns a dict: the embedded manifest (targets with their kernels, matrix, min_driver,
 /// toolchain, flags, sources, provenance), plus version, commit, dirty, rustc, clang (copied
 /// from the manifest's provenance), features, runtime_libraries and matrix_targets (what the

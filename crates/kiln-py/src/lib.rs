@@ -23,6 +23,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(streams::stream, m)?)?;
     m.add_function(wrap_pyfunction!(streams::current_stream, m)?)?;
     m.add_function(wrap_pyfunction!(build_info::build_info, m)?)?;
+    m.add_function(wrap_pyfunction!(build_info::_loaded_libraries, m)?)?;
     m.add_function(wrap_pyfunction!(ops::vecadd, m)?)?;
     m.add_function(wrap_pyfunction!(ops::axpby, m)?)?;
     m.add_function(wrap_pyfunction!(ops::silu_mul, m)?)?;

@@ -23,12 +23,15 @@ type GemmEx = unsafe extern "C" fn(
     *const c_void, *mut c_void, cudaDataType, c_int, cublasComputeType_t, cublasGemmAlgo_t,
 ) -> c_int;
 type StatusString = unsafe extern "C" fn(c_int) -> *const c_char;
+/// cublasGetProperty(libraryPropertyType, int*): MAJOR_VERSION 0, MINOR_VERSION 1, PATCH_LEVEL 2.
+type GetProperty = unsafe extern "C" fn(c_int, *mut c_int) -> c_int;
 
 pub(crate) struct Api {
     create: Create,
     destroy: Destroy,
     gemm_ex: GemmEx,
     status_string: StatusString,
+    get_property: GetProperty,
 }
 
 /// cuBLAS, from exactly the pinned soname.
@@ -38,6 +41,7 @@ pub(crate) static CUBLAS: loader::Api<Api> = loader::Api::new(
         soname: loader::sonames::CUBLAS_SONAME,
         wheel: loader::sonames::CUBLAS_WHEEL,
         feature: "matmul",
+        abi: loader::sonames::CUBLAS_ABI,
     },
     |s| {
         // SAFETY: each type above is the prototype of the named function.
@@ -47,8 +51,19 @@ pub(crate) static CUBLAS: loader::Api<Api> = loader::Api::new(
                 destroy: s.get("cublasDestroy_v2")?,
                 gemm_ex: s.get("cublasGemmEx")?,
                 status_string: s.get("cublasGetStatusString")?,
+                get_property: s.get("cublasGetProperty")?,
             })
         }
+    },
+    |api| {
+        let mut part = [0 as c_int; 3];
+        for (property, value) in part.iter_mut().enumerate() {
+            // SAFETY: writes one int; property is MAJOR_VERSION, MINOR_VERSION or PATCH_LEVEL.
+            let status = unsafe { (api.get_property)(property as c_int, value) };
+            CUBLAS.check("cublasGetProperty", status, api.status_string)?;
+        }
+        let [major, minor, patch] = part.map(|p| p.max(0) as u32);
+        Ok(((major, minor, patch), api.get_property as usize))
     },
 );
 

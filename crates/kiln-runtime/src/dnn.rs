@@ -35,6 +35,7 @@ type SoftmaxForward = unsafe extern "C" fn(
     cudnnTensorDescriptor_t, *const c_void, *const c_void, cudnnTensorDescriptor_t, *mut c_void,
 ) -> c_int;
 type ErrorString = unsafe extern "C" fn(c_int) -> *const c_char;
+type GetVersion = unsafe extern "C" fn() -> usize;
 
 pub(crate) struct Api {
     create: Create,
@@ -44,6 +45,7 @@ pub(crate) struct Api {
     set_desc_4d: SetDesc4d,
     softmax_forward: SoftmaxForward,
     error_string: ErrorString,
+    get_version: GetVersion,
 }
 
 /// cuDNN, from exactly the pinned soname.
@@ -53,6 +55,7 @@ pub(crate) static CUDNN: loader::Api<Api> = loader::Api::new(
         soname: loader::sonames::CUDNN_SONAME,
         wheel: loader::sonames::CUDNN_WHEEL,
         feature: "cudnn_softmax",
+        abi: loader::sonames::CUDNN_ABI,
     },
     |s| {
         // SAFETY: each type above is the prototype of the named function.
@@ -65,8 +68,18 @@ pub(crate) static CUDNN: loader::Api<Api> = loader::Api::new(
                 set_desc_4d: s.get("cudnnSetTensor4dDescriptor")?,
                 softmax_forward: s.get("cudnnSoftmaxForward")?,
                 error_string: s.get("cudnnGetErrorString")?,
+                get_version: s.get("cudnnGetVersion")?,
             })
         }
+    },
+    // cudnnGetVersion: CUDNN_VERSION of the loaded library, major*10000 + minor*100 + patch.
+    // SAFETY: takes nothing, returns a number.
+    |api| {
+        let code = unsafe { (api.get_version)() };
+        Ok((
+            loader::split_version_code(code as u64),
+            api.get_version as usize,
+        ))
     },
 );
 

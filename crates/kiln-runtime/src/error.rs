@@ -22,6 +22,15 @@ pub enum Error {
         wheel: String,
         reason: String,
     },
+    /// A runtime library in the process (loaded by kiln or already by torch or another package)
+    /// is older than the range the wheel declares.
+    #[error("{library} {loaded} is loaded ({path}), but kiln needs {requires}: {library} {loaded} is older than that range allows. Upgrade the library (pip install -U \"{requires}\"), or import kiln before the package that loaded the older copy")]
+    LibraryTooOld {
+        library: &'static str,
+        loaded: String,
+        path: String,
+        requires: String,
+    },
     /// A cuBLAS, cuDNN or NCCL call returned an error status.
     #[error("{library} error in {call}: {message}")]
     Library {

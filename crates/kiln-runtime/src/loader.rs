@@ -126,21 +126,95 @@ pub struct LibrarySpec {
     pub wheel: &'static str,
     /// The op that needs it: "matmul".
     pub feature: &'static str,
+    /// The declared range as (soname major, oldest minor), from the pins' `requires`.
+    pub abi: (u32, u32),
+}
+
+/// What is actually in the process for one library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loaded {
+    /// "major.minor.patch" as the library reports it at run time.
+    pub version: String,
+    /// The file the loader mapped (from dladdr on an entry point).
+    pub path: String,
+    /// True when the library was in the process before kiln asked (torch or the preload).
+    pub already_loaded: bool,
+}
+
+/// Whether a library with `soname` is already mapped in the process (`RTLD_NOLOAD`: nothing
+/// is loaded by asking).
+fn is_loaded(soname: &str) -> bool {
+    let Ok(name) = std::ffi::CString::new(soname) else {
+        return false;
+    };
+    // SAFETY: RTLD_NOLOAD maps nothing; a handle that comes back is released at once.
+    unsafe {
+        let h = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if h.is_null() {
+            return false;
+        }
+        libc::dlclose(h);
+        true
+    }
+}
+
+/// The file that holds the code at `addr`.
+fn file_of(addr: usize) -> String {
+    // SAFETY: dladdr only reads the loader's tables; dli_fname is a NUL-terminated string.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(addr as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return "(unknown path)".into();
+        }
+        CStr::from_ptr(info.dli_fname)
+            .to_string_lossy()
+            .into_owned()
+    }
 }
 
 /// The entry points `A` of one library, resolved once per process from exactly its soname
 /// (`dlopen` with `RTLD_NOW | RTLD_GLOBAL`; the library stays loaded for the process).
+///
+/// A copy already in the process (torch loaded it, or the wheel's preload) is the one used:
+/// `dlopen` by soname returns the loaded object, so there is one copy per process. Its version
+/// (`version`, the library's own run-time query, as (major, minor, patch) plus the address of
+/// that query for locating the file) must be inside the declared range `spec.abi`.
 pub struct Api<A: 'static> {
     spec: LibrarySpec,
     resolve: fn(&Symbols) -> Result<A>,
-    cell: OnceLock<std::result::Result<(Library, A), Error>>,
+    version: VersionQuery<A>,
+    cell: OnceLock<std::result::Result<(Library, A, Loaded), Error>>,
+}
+
+/// The library's run-time version as (major, minor, patch), and the address of the function
+/// asked (to name the file it lives in).
+pub type VersionQuery<A> = fn(&A) -> Result<((u32, u32, u32), usize)>;
+
+/// Is `v` inside the range (major, oldest minor)? Newer minors of the same major are ABI
+/// compatible; another major is another soname.
+pub fn admits(abi: (u32, u32), v: (u32, u32, u32)) -> bool {
+    v.0 == abi.0 && v.1 >= abi.1
+}
+
+/// Splits NVIDIA's `major*10000 + minor*100 + patch` version code (cuDNN 9, NCCL >= 2.9).
+pub fn split_version_code(code: u64) -> (u32, u32, u32) {
+    (
+        (code / 10000) as u32,
+        ((code % 10000) / 100) as u32,
+        (code % 100) as u32,
+    )
 }
 
 impl<A: Send + Sync> Api<A> {
-    pub const fn new(spec: LibrarySpec, resolve: fn(&Symbols) -> Result<A>) -> Api<A> {
+    pub const fn new(
+        spec: LibrarySpec,
+        resolve: fn(&Symbols) -> Result<A>,
+        version: VersionQuery<A>,
+    ) -> Api<A> {
         Api {
             spec,
             resolve,
+            version,
             cell: OnceLock::new(),
         }
     }
@@ -151,8 +225,15 @@ impl<A: Send + Sync> Api<A> {
 
     /// Loads the library and resolves every entry point, the first time; the same result after.
     pub fn get(&'static self) -> Result<&'static A> {
+        self.loaded().map(|(api, _)| api)
+    }
+
+    /// The entry points and what is loaded: the first call loads (or adopts the copy already
+    /// in the process) and checks the version against the declared range.
+    pub fn loaded(&'static self) -> Result<(&'static A, &'static Loaded)> {
         let r = self.cell.get_or_init(|| {
             let spec = &self.spec;
+            let already_loaded = is_loaded(spec.soname);
             let lib = open_global(spec.soname).map_err(|reason| Error::MissingLibrary {
                 soname: spec.soname.to_string(),
                 purpose: format!("{} needs {}", spec.feature, spec.name),
@@ -160,9 +241,25 @@ impl<A: Send + Sync> Api<A> {
                 reason,
             })?;
             let api = (self.resolve)(&Symbols { lib: &lib, spec })?;
-            Ok((lib, api))
+            let (v, addr) = (self.version)(&api)?;
+            let loaded = Loaded {
+                version: format!("{}.{}.{}", v.0, v.1, v.2),
+                path: file_of(addr),
+                already_loaded,
+            };
+            if !admits(spec.abi, v) {
+                return Err(Error::LibraryTooOld {
+                    library: spec.name,
+                    loaded: loaded.version,
+                    path: loaded.path,
+                    requires: spec.wheel.to_string(),
+                });
+            }
+            Ok((lib, api, loaded))
         });
-        r.as_ref().map(|(_, api)| api).map_err(Clone::clone)
+        r.as_ref()
+            .map(|(_, api, loaded)| (api, loaded))
+            .map_err(Clone::clone)
     }
 
     /// Whether the library loads with every entry point (no GPU or driver needed).
@@ -171,7 +268,7 @@ impl<A: Send + Sync> Api<A> {
             soname: self.spec.soname,
             wheel: self.spec.wheel,
             feature: self.spec.feature,
-            status: self.get().map(|_| ()),
+            status: self.loaded().map(|(_, l)| l.clone()),
         }
     }
 
@@ -234,5 +331,27 @@ pub struct LibraryStatus {
     pub wheel: &'static str,
     /// Which op needs it.
     pub feature: &'static str,
-    pub status: Result<()>,
+    /// The version and file in the process, or why the library cannot be used.
+    pub status: Result<Loaded>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_codes_and_the_declared_range() {
+        assert_eq!(split_version_code(92200), (9, 22, 0));
+        assert_eq!(split_version_code(23007), (2, 30, 7));
+        assert!(admits((9, 19), (9, 19, 0)) && admits((9, 19), (9, 28, 1)));
+        assert!(!admits((9, 19), (9, 10, 2)), "an older minor is refused");
+        assert!(!admits((9, 19), (8, 99, 0)) && !admits((9, 19), (10, 0, 0)));
+    }
+
+    #[test]
+    fn a_library_that_is_not_loaded_is_not_loaded_by_asking() {
+        assert!(!is_loaded("libkiln-no-such-library.so.1"));
+        // libc is in every process.
+        assert!(is_loaded("libc.so.6"));
+    }
 }

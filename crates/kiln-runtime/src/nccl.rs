@@ -48,6 +48,7 @@ pub(crate) static NCCL: loader::Api<Api> = loader::Api::new(
         soname: loader::sonames::NCCL_SONAME,
         wheel: loader::sonames::NCCL_WHEEL,
         feature: "all_reduce_sum",
+        abi: loader::sonames::NCCL_ABI,
     },
     |s| {
         // SAFETY: each type above is the C prototype from nccl.h.
@@ -62,6 +63,16 @@ pub(crate) static NCCL: loader::Api<Api> = loader::Api::new(
                 get_version: s.get("ncclGetVersion")?,
             })
         }
+    },
+    // ncclGetVersion: NCCL_VERSION_CODE, major*10000 + minor*100 + patch since 2.9.
+    |api| {
+        let mut code: c_int = 0;
+        // SAFETY: writes one int.
+        api.check("ncclGetVersion", unsafe { (api.get_version)(&mut code) })?;
+        Ok((
+            loader::split_version_code(code.max(0) as u64),
+            api.get_version as usize,
+        ))
     },
 );
 

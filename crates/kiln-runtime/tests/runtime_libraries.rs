@@ -29,7 +29,7 @@ fn child_reports_libraries() {
             "LIB {} {}",
             lib.soname,
             match &lib.status {
-                Ok(()) => "ok".to_string(),
+                Ok(l) => format!("ok {} {}", l.version, l.path),
                 Err(e) => format!("err {e}"),
             }
         );
@@ -67,7 +67,7 @@ fn pinned_libraries_resolve_every_entry_point() {
         .collect();
     assert_eq!(libs.len(), 3, "{stdout}");
     for l in libs {
-        assert!(l.ends_with(" ok"), "{l}");
+        assert!(l.contains(" ok "), "{l}");
     }
 }
 
@@ -77,7 +77,7 @@ fn pinned_libraries_resolve_every_entry_point() {
 fn missing_libraries_name_their_wheel() {
     for lib in runtime_libraries() {
         match &lib.status {
-            Ok(()) => skip!("note: {} is installed here", lib.soname),
+            Ok(l) => skip!("note: {} {} is installed here", lib.soname, l.version),
             Err(e @ Error::MissingLibrary { .. }) => {
                 let m = e.to_string();
                 assert!(m.starts_with(lib.soname), "{m}");

@@ -50,6 +50,20 @@ impl Requirement {
             _ => true,
         }
     }
+
+    /// The one release an `==X` / `===X` specifier allows (not `==X.*`, which is a range).
+    pub fn exact_pin(&self) -> Option<String> {
+        use pep508_rs::pep440_rs::Operator;
+        let Some(pep508_rs::VersionOrUrl::VersionSpecifier(specs)) =
+            self.parsed.as_ref()?.version_or_url.as_ref()
+        else {
+            return None;
+        };
+        specs
+            .iter()
+            .find(|s| matches!(s.operator(), Operator::Equal | Operator::ExactEqual))
+            .map(|s| s.version().to_string())
+    }
 }
 
 /// PEP 503 normalization: lower case, runs of `-_.` become `-`.
@@ -166,6 +180,26 @@ mod tests {
         assert!(reqs[1].marker.as_deref().unwrap().contains("extra"));
         assert_eq!(bad.len(), 1, "{bad:?}");
         assert_eq!(bad[0].value, "!!bad");
+    }
+
+    #[test]
+    fn only_one_release_specifiers_are_exact_pins() {
+        let headers = parse_headers(
+            "Requires-Dist: a==9.27.0.42\nRequires-Dist: b>=9.19,<10\nRequires-Dist: c==9.*\nRequires-Dist: d===1.0\nRequires-Dist: e\nRequires-Dist: f>=1,==1.2\n",
+        );
+        let (reqs, _) = parse_requires_dist(&headers);
+        let pins: Vec<Option<String>> = reqs.iter().map(Requirement::exact_pin).collect();
+        assert_eq!(
+            pins,
+            [
+                Some("9.27.0.42".into()),
+                None,
+                None,
+                Some("1.0".into()),
+                None,
+                Some("1.2".into())
+            ]
+        );
     }
 
     #[test]

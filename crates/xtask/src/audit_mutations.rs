@@ -222,6 +222,11 @@ const DAMAGES: &[(&str, &str, Apply)] = &[
         drop_requires_dist,
     ),
     (
+        "Requires-Dist range that excludes the exact pin",
+        "metadata/requires-dist-pin",
+        range_excludes_pin,
+    ),
+    (
         "corrupt a RECORD hash",
         "wheel/record-mismatch",
         corrupt_record,
@@ -409,6 +414,46 @@ fn drop_requires_dist(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         })
         .collect();
     w.set(&meta_name, (kept.join("\n") + "\n").into_bytes());
+    w.regenerate_record()?;
+    Ok(None)
+}
+
+/// Rewrites one pinned runtime wheel's Requires-Dist to `<` its exact pin: a range the build
+/// and the tests never met (the deliberate break of issue 18).
+fn range_excludes_pin(_ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
+    let pins = pins()?;
+    let meta_name = format!("{}/METADATA", w.dist_info()?);
+    let text = String::from_utf8_lossy(w.get(&meta_name).context("no METADATA")?).into_owned();
+    let norm = |s: &str| s.to_lowercase().replace(['_', '.'], "-");
+    let mut edited = None;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let Some(v) = l.strip_prefix("Requires-Dist:") else {
+                return l.to_string();
+            };
+            let name: String = v
+                .trim()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
+                .collect();
+            match pins
+                .runtime
+                .values()
+                .find(|r| norm(&r.wheel) == norm(&name))
+            {
+                Some(lib) if edited.is_none() => {
+                    edited = Some(lib.wheel.clone());
+                    format!("Requires-Dist: {name}<{}", lib.version)
+                }
+                _ => l.to_string(),
+            }
+        })
+        .collect();
+    if edited.is_none() {
+        return Ok(Some("no Requires-Dist names a pinned runtime wheel".into()));
+    }
+    w.set(&meta_name, (lines.join("\n") + "\n").into_bytes());
     w.regenerate_record()?;
     Ok(None)
 }

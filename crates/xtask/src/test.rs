@@ -64,6 +64,11 @@ const SUITES: &[Suite] = &[
         what: "the wheel on a machine without a GPU: fresh venv, pip install, import, build_info, no-driver error",
         command: &["python3", "checks/wheel/check_no_gpu.py", "{wheel}", "--pins", "Cargo.toml"],
     },
+    Suite {
+        name: "resolve",
+        what: "pip resolves the wheel beside the newest torch, torch 2.11, jax[cuda13], cupy-cuda13x: partner at its newest, one CUDA major (metadata only)",
+        command: &["python3", "checks/wheel/check_resolve.py", "{wheel}", "--pins", "Cargo.toml"],
+    },
     Suite { name: "mutations", what: "audit mutation suite on the wheel: every damage caught by its rule", command: &["xtask", "audit-mutations", "--wheel", "{wheel}"] },
 ];
 

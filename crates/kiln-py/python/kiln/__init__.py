@@ -17,12 +17,22 @@ Without an NVIDIA driver, ``import kiln`` and ``kiln.build_info()`` work; operat
 from . import _errors, _kiln, _preload
 from ._errors import *  # noqa: F401,F403
 from ._kiln import *  # noqa: F401,F403
-from ._kiln import build_info
 
 __version__: str = _kiln.__version__
 
-# Before any operation can dlopen cuBLAS/cuDNN/NCCL: load them from the NVIDIA wheels.
-_preload.preload(build_info()["runtime_libraries"])
+# Before any operation can dlopen cuBLAS/cuDNN/NCCL: load them from the NVIDIA wheels (a copy
+# already in the process, e.g. torch's, is used as it is).
+_preload.preload(_kiln.build_info()["runtime_libraries"])
+
+
+def build_info():
+    """What this extension was built from (see ``_kiln.build_info``), plus
+    ``loaded_libraries``: per soname, the cuBLAS/cuDNN/NCCL version actually loaded in this
+    process (the library's own run-time answer), its file, whether it was already loaded before
+    kiln asked, and the range kiln declares; or the error (missing, older than the range)."""
+    info = _kiln.build_info()
+    info["loaded_libraries"] = _kiln._loaded_libraries()
+    return info
 
 
 def runtime_libraries():

@@ -63,6 +63,8 @@ class Array:
         """A host copy as a numpy array (bfloat16 comes back as float32)."""
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any: ...
 
+def _loaded_libraries() -> Dict[str, Dict[str, Any]]: ...
+
 def build_info() -> Dict[str, Any]:
     """The embedded build manifest (targets with their kernels, matrix, min_driver, toolchain,
     flags, sources, provenance) plus version; commit, dirty, rustc and clang (copied from the
