@@ -23,11 +23,24 @@ let
   # it and refuses a matrix nixpkgs' CUDA conventions could not express.
   arch = import ./arch.nix pins.archs;
 
+  # The sandbox has no network: every crates.io source any cargo run needs, vendored by crane
+  # from three lockfiles. The workspace's; kernels/rust's (its own workspace, built by
+  # kiln-kernels' build script); and the pinned nightly's standard library, whose dependencies
+  # `-Zbuild-std=core` resolves for the nvptx64 kernels. crane writes the source replacement to
+  # $CARGO_HOME/config.toml, and kiln-build's kernel cargo keeps CARGO_HOME, so it sees it too.
+  cargoVendorDir = craneLib.vendorMultipleCargoDeps {
+    cargoLockList = [
+      (root + "/Cargo.lock")
+      (root + "/kernels/rust/Cargo.lock")
+      toolchain.stdCargoLock
+    ];
+  };
+
   # What every cargo invocation needs: nvcc and the toolkit (CUDA_HOME), libclang 21 for
   # bindgen, and the pinned versions so kiln-build can refuse anything else. No cuDNN or NCCL:
   # nothing links them (cudarc opens them at run time); they are in the dev shell only.
   commonArgs = {
-    inherit src;
+    inherit src cargoVendorDir;
     pname = "kiln";
     inherit (pins) version;
     strictDeps = true;
@@ -62,7 +75,7 @@ let
   });
 in
 {
-  inherit craneLib src commonArgs cargoArtifacts finalArgs;
+  inherit craneLib src commonArgs cargoArtifacts finalArgs cargoVendorDir;
 
   # `nix run .#kiln -- doctor` on any host: the dev shell's driver discovery (nix/driver-hook.sh:
   # NixOS' /run/opengl-driver/lib, the host's ldconfig cache, the usual distribution and

@@ -26,6 +26,10 @@ in
   inherit rust llvm libclang;
   # The kernel rustc kiln-build uses for kernels/rust: this nightly (matched against rust-nightly).
   kernelRustc = "${rust}/bin/rustc";
+  # The standard library's lockfile in this nightly's rust-src: `-Zbuild-std=core` resolves
+  # core's crates.io dependencies from it, so the sandbox must have them vendored (nix/crates.nix).
+  # Reading it at evaluation time builds (substitutes) the toolchain first: import from derivation.
+  stdCargoLock = "${rust}/lib/rustlib/src/rust/library/Cargo.lock";
   # bindgen: libclang itself, and the resource dir that belongs to it (its own stddef.h & co).
   libclangPath = "${libclang.lib}/lib";
   clangResourceDir = "${llvm.clang}/resource-root";

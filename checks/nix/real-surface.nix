@@ -36,7 +36,7 @@ let
   craneSelf = craneScope // { callPackage = _: _: null; };
 
   doubleCrane = import "${doubles}/crane/lib.nix" { pkgs = import "${doubles}/nixpkgs" { system = "x86_64-linux"; }; };
-  craneFunctions = [ "buildDepsOnly" "buildPackage" "cargoClippy" "cargoFmt" "cargoNextest" "mkCargoDerivation" ];
+  craneFunctions = [ "buildDepsOnly" "buildPackage" "cargoClippy" "cargoFmt" "cargoNextest" "mkCargoDerivation" "vendorMultipleCargoDeps" ];
 
   realInner = name:
     let outer = import "${crane}/lib/${name}.nix"; in

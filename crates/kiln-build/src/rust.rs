@@ -335,10 +335,13 @@ impl RustPtxJob {
         let staging = cache.staging(&self.key, "rs.ptx");
         let mut cmd = Command::new(&rustc.cargo);
         // The outer cargo's variables (a build script's CARGO_*, RUSTFLAGS, wrappers) belong to
-        // the host build, not to this one.
+        // the host build, not to this one. Kept: where cargo's sources are (CARGO_HOME: in the
+        // Nix sandbox its config.toml replaces crates.io by crane's vendor directory, which
+        // `-Zbuild-std` resolves the standard library's dependencies from) and whether the
+        // network may be used (CARGO_NET_OFFLINE).
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();
-            if (k.starts_with("CARGO_") && k != "CARGO_HOME")
+            if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_NET_OFFLINE")
                 || k.starts_with("RUSTC")
                 || k == "RUSTFLAGS"
                 || k == "RUSTDOCFLAGS"

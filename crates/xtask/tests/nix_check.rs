@@ -67,9 +67,16 @@ impl Fixture {
         tools();
         let ws = workspace();
         let dir = tempfile::tempdir().unwrap();
-        for f in ["flake.nix", "flake.lock", "Cargo.toml"] {
+        for f in ["flake.nix", "flake.lock", "Cargo.toml", "Cargo.lock"] {
             std::fs::copy(ws.join(f), dir.path().join(f)).unwrap();
         }
+        // The flake vendors from the Rust kernels' lockfile too (nix/crates.nix).
+        std::fs::create_dir_all(dir.path().join("kernels/rust")).unwrap();
+        std::fs::copy(
+            ws.join("kernels/rust/Cargo.lock"),
+            dir.path().join("kernels/rust/Cargo.lock"),
+        )
+        .unwrap();
         std::fs::create_dir_all(dir.path().join("crates/kiln-py")).unwrap();
         for f in ["crates/kiln-py/Cargo.toml", "crates/kiln-py/pyproject.toml"] {
             std::fs::copy(ws.join(f), dir.path().join(f)).unwrap();
@@ -319,6 +326,54 @@ fn the_arch_matrix_goes_to_kiln_derivations_only_and_cudnn_nccl_stay_out_of_them
     let shell = eval_json(&f, "devShells.x86_64-linux.default", Some(names));
     let shell = shell.to_string();
     assert!(shell.contains("cudnn") && shell.contains("nccl"), "{shell}");
+}
+
+/// The sandbox has no network: every crane derivation that builds kiln-kernels (so the Rust
+/// kernels, `-Zbuild-std=core`) must vendor the workspace's lockfile, kernels/rust's, and the
+/// pinned nightly's standard library lockfile (rust-src), the one `-Zbuild-std` resolves.
+#[test]
+fn every_kernel_building_derivation_vendors_the_three_lockfiles() {
+    let f = Fixture::new();
+    let rustc = eval_json(&f, "packages.x86_64-linux.wheel.KILN_KERNEL_RUSTC", None);
+    let rust = rustc
+        .as_str()
+        .and_then(|s| s.strip_suffix("/bin/rustc"))
+        .expect("KILN_KERNEL_RUSTC is <toolchain>/bin/rustc")
+        .to_string();
+    let locks = "d: map toString d.cargoVendorDir.cargoLockList";
+    for attr in [
+        "packages.x86_64-linux.wheel",
+        "packages.x86_64-linux.wheel.cargoArtifacts",
+        "packages.x86_64-linux.kernels",
+        "checks.x86_64-linux.nextest",
+        "checks.x86_64-linux.clippy",
+    ] {
+        let got = eval_json(&f, attr, Some(locks));
+        let got: Vec<&str> = got
+            .as_array()
+            .unwrap_or_else(|| panic!("{attr}: {got}"))
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        let std_lock = format!("{rust}/lib/rustlib/src/rust/library/Cargo.lock");
+        assert!(
+            got.len() == 3
+                && got[0].ends_with("-source/Cargo.lock")
+                && got[1].ends_with("-source/kernels/rust/Cargo.lock")
+                && got[2] == std_lock,
+            "{attr} vendors {got:?}; want the workspace's, kernels/rust's and {std_lock}"
+        );
+    }
+}
+
+#[test]
+fn a_vendored_lockfile_that_is_missing_is_named() {
+    // The crane double reads every lockfile path like crane does: a lockfile that is not there
+    // is an evaluation error naming it, not a silently smaller vendor directory.
+    let f = Fixture::new();
+    std::fs::remove_file(f.path("kernels/rust/Cargo.lock")).unwrap();
+    let out = f.check();
+    assert_fails_with(&out, &["kernels/rust/Cargo.lock"]);
 }
 
 #[test]

@@ -21,6 +21,36 @@ let
       };
     };
 
+    # crane lib/vendorMultipleCargoDeps.nix at 2c71e194 (lines 37-46: the argument pattern;
+    # 47-49: every lockfile is read with readFile + fromTOML; 84-93: one runCommandLocal named
+    # vendor-cargo-deps whose config.toml configureCargoVendoredDepsHook appends to
+    # $CARGO_HOME/config.toml). The double parses every lockfile it can read offline (a path, as
+    # crane does) and keeps the list, so tests can see which lockfiles were vendored; one inside
+    # another derivation's output (rust-src's) is import-from-derivation in crane, so here it
+    # must at least be a Cargo.lock in the store.
+    vendorMultipleCargoDeps =
+      { cargoConfigs ? [ ]
+      , cargoLockContentsList ? [ ]
+      , cargoLockList ? [ ]
+      , cargoLockParsedList ? [ ]
+      , outputHashes ? { }
+      , overrideVendorCargoPackage ? _: drv: drv
+      , overrideVendorGitCheckout ? _: drv: drv
+      , registries ? null
+      }:
+      let
+        parse = l:
+          if builtins.isPath l then builtins.fromTOML (builtins.readFile l)
+          else if lib.hasPrefix builtins.storeDir (toString l) && lib.hasSuffix "/Cargo.lock" (toString l) then { }
+          else throw "crane double: vendorMultipleCargoDeps: cargoLockList entry ${toString l} is neither a path nor a Cargo.lock in the store";
+        parsed = map parse cargoLockList ++ map builtins.fromTOML cargoLockContentsList ++ cargoLockParsedList;
+      in
+      builtins.seq (builtins.deepSeq parsed null) (pkgs.stdenv.mkDerivation {
+        name = "vendor-cargo-deps";
+        inherit cargoLockList;
+        passthru = { inherit cargoConfigs outputHashes overrideVendorCargoPackage overrideVendorGitCheckout registries; };
+      });
+
     mkCargoDerivation =
       args@{ cargoArtifacts
       , buildPhaseCargoCommand
