@@ -34,3 +34,4 @@ mod build;
 
 pub use build::{BuildOutput, KernelBuild};
 pub use error::BuildError;
+pub use report::Summary;
