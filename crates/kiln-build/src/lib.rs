@@ -24,6 +24,7 @@ mod error;
 pub mod fatbin;
 pub mod jobs;
 pub mod manifest;
+pub mod plan;
 pub mod pool;
 pub mod provenance;
 pub mod report;
