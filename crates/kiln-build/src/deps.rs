@@ -14,8 +14,8 @@ use std::process::Command;
 
 use crate::error::{io, BuildError};
 
-/// The same set as nvcc's preprocessor sees it (`-MM`): one process per source.
-pub fn preprocessor_headers(
+/// Headers under `project_dir` that `source` includes (directly or not), sorted.
+pub fn project_headers(
     nvcc: &Path,
     source: &Path,
     flags: &[String],
@@ -92,8 +92,8 @@ fn scan_includes(
     Ok(Some(seen.into_iter().collect()))
 }
 
-/// Headers under `project_dir` that `source` includes (directly or not), sorted.
-pub fn project_headers(
+/// The same set as nvcc's preprocessor sees it (`-MM`): one process per source.
+pub fn preprocessor_headers(
     nvcc: &Path,
     source: &Path,
     flags: &[String],
