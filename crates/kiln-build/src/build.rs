@@ -9,6 +9,7 @@ use kiln_pins::{Pins, Target};
 use crate::cache::Cache;
 use crate::error::{io, BuildError};
 use crate::jobs::{CompileJob, LinkJob, Outcome};
+use crate::plan::{Plan, PlannedJob, Stage};
 use kiln_manifest::Manifest;
 
 use crate::derived_manifest;
@@ -350,6 +351,77 @@ impl KernelBuild {
         })
     }
 
+    /// The compile and link jobs of a build, not run (see [`crate::plan`]). Covers the CUDA C++
+    /// sources; a `kernels/rust` crate is refused (its cargo + ptxas jobs are not planned yet).
+    pub fn plan(self) -> Result<Plan, BuildError> {
+        let include_dir = self.kernels_dir.join("include");
+        let nvcc = toolkit::locate(&*self.env, self.pins.root())?;
+        let tk = toolkit::preflight(&nvcc, &self.pins)?;
+        if RustCrate::discover(&self.kernels_dir)?.is_some() {
+            return Err(BuildError::Env(format!(
+                "{}: a Rust kernel crate is present; --emit-plan covers CUDA C++ sources only",
+                self.kernels_dir.join(rust::CRATE_DIR).display()
+            )));
+        }
+        let sources = sources(&self.kernels_dir)?;
+        let flags = flags(&include_dir);
+        let cache = Cache::new(self.cache_dir.clone())?;
+        let targets = self.pins.matrix.targets();
+        let mut jobs = Vec::new();
+        let mut compiled: Vec<(Target, String, PathBuf)> = Vec::new();
+        for source in &sources {
+            let headers = deps::project_headers(&tk.nvcc, source, &flags, &self.kernels_dir)?;
+            let name = source_name(source, &self.kernels_dir);
+            for t in &targets {
+                let j = CompileJob::new(
+                    source,
+                    &name,
+                    headers.clone(),
+                    *t,
+                    &flags,
+                    &tk,
+                    &self.kernels_dir,
+                )?;
+                let output = cache.path(&j.key, j.ext());
+                let mut command = vec![tk.nvcc.display().to_string()];
+                command.extend(j.args(&flags, &output));
+                jobs.push(PlannedJob {
+                    id: format!("compile:{name}:{}", t.name()),
+                    stage: Stage::Compile,
+                    target: t.name(),
+                    inputs: std::iter::once(source.clone())
+                        .chain(headers.iter().cloned())
+                        .collect(),
+                    command,
+                    output: output.clone(),
+                });
+                compiled.push((*t, j.key, output));
+            }
+        }
+        for t in &targets {
+            let inputs: Vec<(String, PathBuf)> = compiled
+                .iter()
+                .filter(|(ct, _, _)| ct == t)
+                .map(|(_, k, p)| (k.clone(), p.clone()))
+                .collect();
+            let link = LinkJob::new(*t, inputs, &tk);
+            let output = cache.path(&link.key, link.ext());
+            jobs.push(PlannedJob {
+                id: format!("link:{}", t.name()),
+                stage: Stage::Link,
+                target: t.name(),
+                inputs: link.inputs.clone(),
+                command: crate::plan::argv(&link.command(&tk, &cache, &output)?),
+                output,
+            });
+        }
+        Ok(Plan {
+            format: 1,
+            cache_dir: self.cache_dir.clone(),
+            jobs,
+        })
+    }
+
     fn run_compiles(
         &self,
         tk: &Toolkit,
@@ -359,9 +431,12 @@ impl KernelBuild {
     ) -> Result<Vec<Outcome>, BuildError> {
         let total = jobs.len();
         let finished = std::sync::atomic::AtomicUsize::new(0);
-        let results = pool::run(
+        // Expected cost: the bytes the front end reads (source + project headers).
+        let bytes = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let results = pool::run_costliest_first(
             jobs,
             &self.client,
+            |j| bytes(&j.source) + j.headers.iter().map(|h| bytes(h)).sum::<u64>(),
             |j| j.run(tk, flags, cache),
             |j, r| {
                 let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
@@ -512,4 +587,12 @@ fn shared_cache_dir(out_dir: &Path) -> PathBuf {
         }
         _ => out_dir.join("kernel-cache"),
     }
+}
+
+fn source_name(source: &Path, kernels_dir: &Path) -> String {
+    source
+        .strip_prefix(kernels_dir)
+        .unwrap_or(source)
+        .display()
+        .to_string()
 }

@@ -69,7 +69,7 @@ impl CompileJob {
         })
     }
 
-    fn ext(&self) -> &'static str {
+    pub fn ext(&self) -> &'static str {
         match self.target.kind {
             TargetKind::Sass => "cubin",
             TargetKind::Ptx => "lto.o",
@@ -164,17 +164,13 @@ impl LinkJob {
         }
     }
 
-    pub fn run(&self, toolkit: &Toolkit, cache: &Cache) -> Result<Outcome, BuildError> {
-        let started = Instant::now();
-        let dest = cache.path(&self.key, self.ext());
-        if dest.is_file() {
-            return Ok(Outcome {
-                output: dest,
-                cached: true,
-                elapsed: started.elapsed(),
-            });
-        }
-        let staging = cache.staging(&self.key, self.ext());
+    /// The nvlink command writing this target's module to `output`.
+    pub fn command(
+        &self,
+        toolkit: &Toolkit,
+        cache: &Cache,
+        output: &Path,
+    ) -> Result<Command, BuildError> {
         let a = self.target.arch;
         let mut cmd = Command::new(&toolkit.nvlink);
         match self.target.kind {
@@ -187,7 +183,22 @@ impl LinkJob {
                 cmd.arg(format!("-arch={}", a.sm())).arg("--emit-ptx");
             }
         }
-        cmd.arg("-o").arg(&staging).args(&self.inputs);
+        cmd.arg("-o").arg(output).args(&self.inputs);
+        Ok(cmd)
+    }
+
+    pub fn run(&self, toolkit: &Toolkit, cache: &Cache) -> Result<Outcome, BuildError> {
+        let started = Instant::now();
+        let dest = cache.path(&self.key, self.ext());
+        if dest.is_file() {
+            return Ok(Outcome {
+                output: dest,
+                cached: true,
+                elapsed: started.elapsed(),
+            });
+        }
+        let staging = cache.staging(&self.key, self.ext());
+        let mut cmd = self.command(toolkit, cache, &staging)?;
         let out = cmd.output().map_err(|e| BuildError::Tool {
             tool: toolkit.nvlink.display().to_string(),
             message: e.to_string(),

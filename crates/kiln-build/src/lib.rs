@@ -25,6 +25,7 @@ pub mod derived_manifest;
 mod error;
 pub mod fatbin;
 pub mod jobs;
+pub mod plan;
 pub mod pool;
 pub mod progress;
 pub mod provenance;
@@ -35,3 +36,4 @@ mod build;
 
 pub use build::{BuildOutput, KernelBuild};
 pub use error::BuildError;
+pub use progress::Summary;

@@ -28,6 +28,49 @@ where
     W: Fn(&T) -> R + Sync,
     D: Fn(&T, &R) + Send,
 {
+    let order: Vec<usize> = (0..items.len()).collect();
+    run_in_order(items, &order, client, work, done)
+}
+
+/// As [`run`], starting the most expensive items first (by `cost`, ties in input order): the
+/// longest job no longer starts last and leaves the other workers idle at the end.
+pub fn run_costliest_first<T, R, C, W, D>(
+    items: &[T],
+    client: &jobserver::Client,
+    cost: C,
+    work: W,
+    done: D,
+) -> Vec<R>
+where
+    T: Sync,
+    R: Send,
+    C: Fn(&T) -> u64,
+    W: Fn(&T) -> R + Sync,
+    D: Fn(&T, &R) + Send,
+{
+    run_in_order(items, &costliest_first(items, cost), client, work, done)
+}
+
+/// Indices of `items`, highest cost first; equal costs keep input order (stable sort).
+fn costliest_first<T>(items: &[T], cost: impl Fn(&T) -> u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(cost(&items[i])));
+    order
+}
+
+fn run_in_order<T, R, W, D>(
+    items: &[T],
+    order: &[usize],
+    client: &jobserver::Client,
+    work: W,
+    done: D,
+) -> Vec<R>
+where
+    T: Sync,
+    R: Send,
+    W: Fn(&T) -> R + Sync,
+    D: Fn(&T, &R) + Send,
+{
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
     let done = Mutex::new(done);
@@ -49,10 +92,10 @@ where
                 if worker != 0 && token.is_none() {
                     return;
                 }
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                if i >= items.len() {
+                let n = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&i) = order.get(n) else {
                     return;
-                }
+                };
                 let r = work(&items[i]);
                 drop(token);
                 (done.lock().unwrap())(&items[i], &r);
@@ -87,5 +130,14 @@ mod tests {
         );
         assert_eq!(out, items.iter().map(|x| x * 2).collect::<Vec<_>>());
         assert_eq!(seen.load(Ordering::SeqCst), 50);
+    }
+
+    #[test]
+    fn costliest_first_orders_by_cost_and_keeps_result_order() {
+        let items: Vec<u64> = vec![3, 9, 1, 7, 9];
+        assert_eq!(costliest_first(&items, |x| *x), vec![1, 4, 3, 0, 2]);
+        let client = jobserver::Client::new(2).unwrap();
+        let out = run_costliest_first(&items, &client, |x| *x, |x| x + 1, |_, _| {});
+        assert_eq!(out, vec![4, 10, 2, 8, 10]);
     }
 }

@@ -1,16 +1,25 @@
-//! `cargo xtask bench-kernels`: a clean build of kernels/ three ways, side by side in one run:
+//! `cargo xtask bench-kernels`: kernels/ built three ways, side by side in one run:
 //! kiln-build (per (file, target) jobs + nvlink + fatbinary), one nvcc call per source with
 //! every -gencode flag, and that with `--threads 0`. Reported as ratios to kiln-build.
+//!
+//! Like for like: both sides build the CUDA C++ sources (`kernels/*.cu` + `kernels/include/`),
+//! copied into a scratch directory; the Rust kernel crate has no nvcc counterpart and is left
+//! out. Three figures: a clean build, a rebuild after editing one source, a no-op rebuild.
+//! nvcc has no cache: its edit figure is one call for the edited source (what a make rule would
+//! rerun), its no-op figure the full build a plain build script repeats.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use kiln_pins::{Pins, TargetKind};
 
 use crate::bootstrap;
 use crate::toolchain::{pins, repo_root, run_checked};
+
+/// The source edited for the one-file rebuild (the largest one, the worst case).
+const EDITED: &str = "softmax.cu";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -21,72 +30,164 @@ pub struct Args {
     pub json: bool,
 }
 
+/// Seconds of one kind of build, each way.
+#[derive(Default)]
+struct Times {
+    kiln: Vec<Duration>,
+    nvcc: Vec<Duration>,
+    nvcc0: Vec<Duration>,
+}
+
 pub fn run(args: Args) -> Result<()> {
     let layout = bootstrap::ensure_in_process()?;
     let pins = pins()?;
-    let kernels = repo_root().join("kernels");
     let nvcc = layout.cuda_home().join("bin/nvcc");
-    let mut times: [Vec<Duration>; 3] = Default::default();
+    let scratch = tempfile::tempdir()?;
+    let kernels = scratch.path().join("kernels");
+    copy_cuda_sources(&repo_root().join("kernels"), &kernels)?;
+    let kiln = |out: &Path, cache: &Path| -> Result<kiln_build::Summary> {
+        Ok(
+            kiln_build::KernelBuild::new(pins.clone(), kernels.clone(), out.to_path_buf())
+                .cache_dir(cache.to_path_buf())
+                .bindgen(false)
+                .progress(false)
+                .run()?
+                .summary,
+        )
+    };
+    let (mut clean, mut edit, mut noop) = (Times::default(), Times::default(), Times::default());
     for round in 0..args.rounds.max(1) {
         for i in 0..3 {
             let which = (i + round) % 3;
             let tmp = tempfile::tempdir()?;
-            let t = Instant::now();
+            let (out, cache) = (tmp.path().join("out"), tmp.path().join("cache"));
             match which {
                 0 => {
-                    kiln_build::KernelBuild::new(
-                        pins.clone(),
-                        kernels.clone(),
-                        tmp.path().join("out"),
-                    )
-                    .bindgen(false)
-                    .progress(false)
-                    .run()?;
+                    clean.kiln.push(timed(|| kiln(&out, &cache).map(drop))?);
+                    let s = timed_with(|| kiln(&out, &cache))?;
+                    anyhow::ensure!(s.1.compiled == 0, "no-op rebuild compiled {}", s.1.compiled);
+                    noop.kiln.push(s.0);
+                    let edited = kernels.join(EDITED);
+                    let original = std::fs::read(&edited)?;
+                    std::fs::write(
+                        &edited,
+                        [&original[..], format!("\n// edit {round}\n").as_bytes()].concat(),
+                    )?;
+                    let s = timed_with(|| kiln(&out, &cache));
+                    std::fs::write(&edited, &original)?;
+                    let s = s?;
+                    let per_source = s.1.compile_jobs / s.1.sources;
+                    anyhow::ensure!(
+                        s.1.compiled == per_source,
+                        "one-file edit compiled {} jobs, expected {per_source}",
+                        s.1.compiled
+                    );
+                    edit.kiln.push(s.0);
                 }
-                1 => monolithic(&nvcc, &pins, &kernels, tmp.path(), false)?,
-                _ => monolithic(&nvcc, &pins, &kernels, tmp.path(), true)?,
+                _ => {
+                    let t0 = which == 2;
+                    let c = timed(|| monolithic(&nvcc, &pins, &kernels, tmp.path(), t0, None))?;
+                    let e =
+                        timed(|| monolithic(&nvcc, &pins, &kernels, tmp.path(), t0, Some(EDITED)))?;
+                    let (cv, ev, nv) = if t0 {
+                        (&mut clean.nvcc0, &mut edit.nvcc0, &mut noop.nvcc0)
+                    } else {
+                        (&mut clean.nvcc, &mut edit.nvcc, &mut noop.nvcc)
+                    };
+                    cv.push(c);
+                    ev.push(e);
+                    nv.push(c);
+                }
             }
-            times[which].push(t.elapsed());
         }
     }
-    let med = |v: &mut Vec<Duration>| {
-        v.sort();
-        v[v.len() / 2].as_secs_f64()
-    };
-    let (k, n, n0) = (med(&mut times[0]), med(&mut times[1]), med(&mut times[2]));
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
+    let rows = [("clean", clean), ("edit", edit), ("noop", noop)]
+        .map(|(name, mut t)| (name, med(&mut t.kiln), med(&mut t.nvcc), med(&mut t.nvcc0)));
     if args.json {
-        println!(
-            "{}",
-            serde_json::json!({"rounds": args.rounds, "cpus": cpus, "kiln_build_s": k, "nvcc_gencode_s": n,
-                "nvcc_gencode_threads0_s": n0, "ratio_nvcc_over_kiln": n / k, "ratio_threads0_over_kiln": n0 / k})
-        );
+        let mut j = serde_json::json!({"rounds": args.rounds, "cpus": cpus, "edited": EDITED});
+        for (name, k, n, n0) in rows {
+            j[name] = serde_json::json!({"kiln_build_s": k, "nvcc_gencode_s": n,
+                "nvcc_gencode_threads0_s": n0, "ratio_kiln_over_nvcc": k / n,
+                "ratio_kiln_over_threads0": k / n0});
+        }
+        println!("{j}");
     } else {
         println!(
-            "clean kernel build, median of {} rounds, {cpus} CPUs:",
+            "kernel builds (CUDA C++ sources), median of {} rounds, {cpus} CPUs; ratio = kiln-build / nvcc:",
             args.rounds
         );
-        println!("  kiln-build (jobs + nvlink + fatbinary)  {k:>7.2} s  1.00x");
         println!(
-            "  nvcc, all -gencode in one call          {n:>7.2} s  {:.2}x kiln-build",
-            n / k
+            "  {:<24} {:>10} {:>22} {:>22}",
+            "", "kiln-build", "nvcc all -gencode", "nvcc --threads 0"
         );
-        println!(
-            "  nvcc, all -gencode, --threads 0         {n0:>7.2} s  {:.2}x kiln-build",
-            n0 / k
-        );
+        for (name, k, n, n0) in rows {
+            let label = match name {
+                "clean" => "clean build".to_string(),
+                "edit" => format!("edit {EDITED}"),
+                _ => "no-op rebuild".to_string(),
+            };
+            println!(
+                "  {label:<24} {k:>8.2} s {n:>10.2} s ({:>5.2}x) {n0:>10.2} s ({:>5.2}x)",
+                k / n,
+                k / n0
+            );
+        }
+        println!("  (nvcc has no cache: its no-op figure is the full rebuild a plain build script repeats)");
     }
     Ok(())
 }
 
-/// One nvcc call per source with every target's -gencode, the way most build scripts do it.
-fn monolithic(nvcc: &Path, pins: &Pins, kernels: &Path, out: &Path, threads0: bool) -> Result<()> {
+fn med(v: &mut [Duration]) -> f64 {
+    v.sort();
+    v[v.len() / 2].as_secs_f64()
+}
+
+fn timed(f: impl FnOnce() -> Result<()>) -> Result<Duration> {
+    let t = Instant::now();
+    f()?;
+    Ok(t.elapsed())
+}
+
+fn timed_with<T>(f: impl FnOnce() -> Result<T>) -> Result<(Duration, T)> {
+    let t = Instant::now();
+    let v = f()?;
+    Ok((t.elapsed(), v))
+}
+
+/// `*.cu` and `include/` of `from` into `to` (no Rust crate).
+fn copy_cuda_sources(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to.join("include"))?;
+    for dir in ["", "include"] {
+        for e in std::fs::read_dir(from.join(dir))
+            .with_context(|| format!("reading {}", from.display()))?
+        {
+            let p = e?.path();
+            if p.is_file() {
+                std::fs::copy(&p, to.join(dir).join(p.file_name().unwrap()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One nvcc call per source with every target's -gencode, the way most build scripts do it
+/// (`only`: just that source, the rerun after an edit).
+fn monolithic(
+    nvcc: &Path,
+    pins: &Pins,
+    kernels: &Path,
+    out: &Path,
+    threads0: bool,
+    only: Option<&str>,
+) -> Result<()> {
     let mut sources: Vec<_> = std::fs::read_dir(kernels)?
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .filter(|p| only.is_none_or(|o| p.file_name().is_some_and(|n| n == o)))
         .collect();
     sources.sort();
     for (i, src) in sources.iter().enumerate() {

@@ -14,6 +14,17 @@ pub struct Args {
     /// Print the manifest as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Print every compile/link job (inputs, command, output) as JSON and run nothing; an
+    /// external executor runs them (checks/plan/run_plan.py is the minimal one) and a later
+    /// `cargo xtask kernels --cache-dir DIR` combines their outputs. CUDA C++ sources only.
+    #[arg(long)]
+    pub emit_plan: bool,
+    /// The kernel directory (default: the checkout's kernels/).
+    #[arg(long)]
+    pub kernels_dir: Option<std::path::PathBuf>,
+    /// The job cache (default: target/kiln-kernel-cache); a plan's outputs belong there.
+    #[arg(long)]
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -22,10 +33,19 @@ pub fn run(args: Args) -> Result<()> {
     let root = repo_root();
     let target_dir = root.join("target");
     let out_dir = target_dir.join("kiln-kernels");
-    let build = kiln_build::KernelBuild::new(pins, root.join("kernels"), out_dir)
-        .cache_dir(target_dir.join("kiln-kernel-cache"))
-        .bindgen(false)
-        .run()?;
+    let kernels = args.kernels_dir.unwrap_or_else(|| root.join("kernels"));
+    let custom = kernels != root.join("kernels");
+    let build = kiln_build::KernelBuild::new(pins, kernels, out_dir)
+        .cache_dir(
+            args.cache_dir
+                .unwrap_or_else(|| target_dir.join("kiln-kernel-cache")),
+        )
+        .bindgen(false);
+    if args.emit_plan {
+        println!("{}", build.plan()?.to_json());
+        return Ok(());
+    }
+    let build = build.run()?;
     if args.json {
         println!("{}", build.manifest.to_json());
     } else {
@@ -49,6 +69,10 @@ pub fn run(args: Args) -> Result<()> {
             build.fatbin.display(),
             build.summary.fatbin_bytes
         );
+    }
+    if custom {
+        // The kiln-kernels crate embeds the checkout's kernels/, not this directory's.
+        return Ok(());
     }
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
