@@ -15,6 +15,10 @@ let
       (root + "/crates")
       (lib.fileset.maybeMissing (root + "/kernels"))
       (lib.fileset.difference (lib.fileset.maybeMissing (root + "/checks")) (lib.fileset.maybeMissing (root + "/checks/nix")))
+      # The wheel's build step and the derivation that runs it: crates/kiln/tests/wheel_finalize.rs
+      # reads both to prove the Nix route and the xtask route finalize the same wheel.
+      (root + "/nix/wheel-build.sh")
+      (root + "/nix/wheel.nix")
     ];
   };
 
