@@ -18,7 +18,14 @@ package fails the single-CUDA-major check). Other CUDA builds of torch live only
 download.pytorch.org, which this check does not reach.
 
 When the package index cannot be reached at all, prints one SKIP line and exits 0; any other
-failure exits 1. Resolves run concurrently (network bound).
+failure exits 1.
+
+"Metadata only" holds where the index serves PEP 658 metadata files. The index this project's CI
+reaches does not (its simple pages carry no `core-metadata` key), so pip downloads every wheel it
+considers: about 4 GB in the temporary directory for one torch resolve (measured with pip 23.2.1
+and 26.3 alike). Partners therefore resolve one at a time, each with its own TMPDIR that is
+removed before the next, pip's cache off, and the check refuses to start with less than
+MIN_FREE_GIB free there — a clear error instead of pip's ENOSPC traceback half-way through.
 """
 
 from __future__ import annotations
@@ -26,12 +33,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import urllib.request
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 try:
@@ -46,6 +54,10 @@ PARTNERS = [
     ("jax[cuda13]", "jax[cuda13]", "jax", None),
     ("cupy-cuda13x", "cupy-cuda13x", "cupy-cuda13x", None),
 ]
+
+# What one partner's resolve downloads where the index has no PEP 658 metadata (~4 GB for
+# torch), with room to spare; checked before the first resolve.
+MIN_FREE_GIB = 8
 
 # A second CUDA major next to CUDA 13 kiln: NVIDIA's cu12 wheels, jax's cuda12 plugins, cupy 12.
 CUDA12 = re.compile(r"(^nvidia-.*-cu12$)|(cuda12)|(^cupy-cuda12x$)")
@@ -111,15 +123,18 @@ def resolve(wheel: Path, runtime: dict, partner) -> list[str]:
         newest = newest_version(dist, prefix)
     except RuntimeError as e:
         return [str(e)]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="kiln-resolve-") as tmp:
         report = Path(tmp) / "report.json"
+        scratch = Path(tmp) / "pip-tmp"
+        scratch.mkdir()
         out = subprocess.run(
             [
                 sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-                "--quiet", "--report", str(report), str(wheel), requirement,
+                "--no-cache-dir", "--quiet", "--report", str(report), str(wheel), requirement,
             ],
             capture_output=True,
             text=True,
+            env={**os.environ, "TMPDIR": str(scratch)},
         )
         if out.returncode != 0:
             return [f"pip could not resolve kiln with {requirement}: {out.stderr.strip()[-1500:]}"]
@@ -182,8 +197,17 @@ def main() -> int:
     if why is not None:
         print(f"SKIP: the package index {url} is unreachable ({why}); nothing was resolved")
         return 0
-    with ThreadPoolExecutor(max_workers=len(PARTNERS)) as pool:
-        results = list(pool.map(lambda p: (p[0], resolve(args.wheel, runtime, p)), PARTNERS))
+    free_gib = shutil.disk_usage(tempfile.gettempdir()).free / 2**30
+    if free_gib < MIN_FREE_GIB:
+        print(
+            f"error: {free_gib:.1f} GiB free in {tempfile.gettempdir()}, but a resolve may download "
+            f"~4 GB of wheels there (this index serves no PEP 658 metadata); free at least "
+            f"{MIN_FREE_GIB} GiB or point TMPDIR elsewhere",
+            file=sys.stderr,
+        )
+        return 1
+    # One at a time: each resolve's downloads are deleted before the next starts.
+    results = [(p[0], resolve(args.wheel, runtime, p)) for p in PARTNERS]
     failed = False
     for label, problems in results:
         for p in problems:

@@ -66,7 +66,7 @@ const SUITES: &[Suite] = &[
     },
     Suite {
         name: "resolve",
-        what: "pip resolves the wheel beside the newest torch, torch 2.11, jax[cuda13], cupy-cuda13x: partner at its newest, one CUDA major (metadata only)",
+        what: "pip resolves the wheel beside the newest torch, torch 2.11, jax[cuda13], cupy-cuda13x: partner at its newest, one CUDA major (dry-run, one partner at a time)",
         command: &["python3", "checks/wheel/check_resolve.py", "{wheel}", "--pins", "Cargo.toml"],
     },
     Suite { name: "mutations", what: "audit mutation suite on the wheel: every damage caught by its rule", command: &["xtask", "audit-mutations", "--wheel", "{wheel}"] },
