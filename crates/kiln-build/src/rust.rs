@@ -41,7 +41,15 @@ pub struct KernelRustc {
 }
 
 /// What to install when no usable kernel rustc is found (one line).
-pub const INSTALL_HINT: &str = "install Debian's rustc-web, rust-web-src and cargo-web (`apt-get install rustc-web rust-web-src cargo-web`; `cargo xtask bootstrap` checks them), or enter `nix develop` (the pinned nightly with rust-src), or set KILN_KERNEL_RUSTC";
+pub fn install_hint(pins: &Pins) -> String {
+    let v = &pins.toolchain.kernel_rustc;
+    format!(
+        "install Debian's rustc-web {v} with its sources (`apt-get install --allow-downgrades \
+         rustc-web={v}* libstd-rust-web-dev={v}* rust-web-src={v}* cargo-web={v}*`: a plain install \
+         takes bookworm-security's newer release; `cargo xtask bootstrap` does this as root), or \
+         enter `nix develop` (the pinned nightly with rust-src), or set KILN_KERNEL_RUSTC"
+    )
+}
 
 /// `release: 1.85.0` → "1.85.0"; `commit-date: 2026-08-19` → "2026-08-19".
 fn vv_field<'a>(vv: &'a str, field: &str) -> Option<&'a str> {
@@ -154,8 +162,10 @@ pub fn locate(
         seen.join("; ")
     };
     Err(BuildError::KernelRustc(format!(
-        "no kernel rustc {} (or the nightly {}) with rust-src ({found}) — {INSTALL_HINT}",
-        pins.toolchain.kernel_rustc, pins.toolchain.rust_nightly
+        "no kernel rustc {} (or the nightly {}) with rust-src ({found}) — {}",
+        pins.toolchain.kernel_rustc,
+        pins.toolchain.rust_nightly,
+        install_hint(pins)
     )))
 }
 

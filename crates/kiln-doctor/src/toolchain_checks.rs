@@ -308,7 +308,7 @@ pub fn kernel_rustc(env: &Env, pins: &Pins) -> Check {
             .with_fact("release", field("release:"))
         }
         Err(e) => {
-            Check::fail(ID, Scope::Build, e.to_string()).with_fix(kiln_build::rust::INSTALL_HINT)
+            Check::fail(ID, Scope::Build, e.to_string()).with_fix(kiln_build::rust::install_hint(pins))
         }
     }
 }

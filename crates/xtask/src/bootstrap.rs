@@ -156,20 +156,31 @@ fn kernel_rustc(pins: &Pins) -> Result<String> {
         Err(e) if !can_apt_install() => bail!("{e}"),
         Err(_) => {}
     }
-    let packages = ["rustc-web", "rust-web-src", "cargo-web"];
+    // By version: Debian 12 carries two rustc-web releases (bookworm 1.85, bookworm-security
+    // 1.96) and a plain install takes the newest, which is not the pin.
+    let packages: Vec<String> = debian_kernel_rustc_packages()
+        .iter()
+        .map(|p| format!("{p}={}*", pins.toolchain.kernel_rustc))
+        .collect();
     eprintln!(
-        "  install  {:<11} apt-get install {}",
+        "  install  {:<11} apt-get install --allow-downgrades {}",
         "rust-kernel",
         packages.join(" ")
     );
     run_checked(
         Command::new("apt-get")
-            .args(["install", "-y", "-qq"])
-            .args(packages),
+            .args(["install", "-y", "-qq", "--allow-downgrades"])
+            .args(&packages),
     )
-    .context("installing the kernel rustc with apt-get")?;
+    .context("installing the kernel rustc with apt-get (run `apt-get update` first if the version is not found)")?;
     let r = kiln_build::rust::locate(&env, pins).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(describe(&r))
+}
+
+/// Debian's packages of the kernel rustc: the compiler, its std for the host (rustc-web needs
+/// the same version), the library sources `-Zbuild-std` compiles, and cargo.
+fn debian_kernel_rustc_packages() -> [&'static str; 4] {
+    ["rustc-web", "libstd-rust-web-dev", "rust-web-src", "cargo-web"]
 }
 
 /// Root on a Debian-like system: bootstrap may install the kernel rustc's packages itself.
