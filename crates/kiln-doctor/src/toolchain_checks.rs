@@ -307,9 +307,8 @@ pub fn kernel_rustc(env: &Env, pins: &Pins) -> Check {
             .with_fact("path", r.rustc.display().to_string())
             .with_fact("release", field("release:"))
         }
-        Err(e) => {
-            Check::fail(ID, Scope::Build, e.to_string()).with_fix(kiln_build::rust::install_hint(pins))
-        }
+        Err(e) => Check::fail(ID, Scope::Build, e.to_string())
+            .with_fix(kiln_build::rust::install_hint(pins)),
     }
 }
 

@@ -180,7 +180,12 @@ fn kernel_rustc(pins: &Pins) -> Result<String> {
 /// Debian's packages of the kernel rustc: the compiler, its std for the host (rustc-web needs
 /// the same version), the library sources `-Zbuild-std` compiles, and cargo.
 fn debian_kernel_rustc_packages() -> [&'static str; 4] {
-    ["rustc-web", "libstd-rust-web-dev", "rust-web-src", "cargo-web"]
+    [
+        "rustc-web",
+        "libstd-rust-web-dev",
+        "rust-web-src",
+        "cargo-web",
+    ]
 }
 
 /// Root on a Debian-like system: bootstrap may install the kernel rustc's packages itself.
