@@ -2,7 +2,8 @@
 # `cargo xtask test --only sandbox` runs it without Nix, in a copy of the flake's source set.
 # Runs in the source tree; writes dist/*.whl there.
 # Environment: manylinux (the platform tag, [workspace.metadata.kiln.wheel]), TMPDIR (writable);
-# maturin, zig (or PyPI ziglang) and cargo on PATH; cargo's dependencies already fetched.
+# maturin, zig (or PyPI ziglang), cargo and kiln on PATH (or KILN=path/to/kiln); cargo's
+# dependencies already fetched.
 # HOME is unwritable here, as in the Nix sandbox (/homeless-shelter): nothing may write there.
 set -euo pipefail
 : "${manylinux:?}" "${TMPDIR:?}"
@@ -15,6 +16,8 @@ maturin build --release --offline --locked \
   --manifest-path crates/kiln-py/Cargo.toml \
   --zig --compatibility "$manylinux" --out raw
 # The post-processing step `cargo xtask wheel` runs too (crates/kiln-wheel/src/finalize.rs):
-# Requires-Dist and the SBOM's runtime wheels from the pins, RECORD rehashed.
-cargo run --release --offline --locked -p kiln -- \
-  wheel finalize raw/*.whl --pins Cargo.toml --out dist
+# Requires-Dist and the SBOM's runtime wheels from the pins, RECORD rehashed. By the kiln
+# already built from this source (Nix: the kiln package; `cargo xtask sandbox`: its kiln
+# binary), not a second release build of the workspace here.
+: "${KILN:=kiln}"
+"$KILN" wheel finalize raw/*.whl --pins Cargo.toml --out dist

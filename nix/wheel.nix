@@ -21,7 +21,8 @@ assert lib.assertMsg (pkgs.maturin.version == pins.maturin)
   "kiln: nixpkgs has maturin ${pkgs.maturin.version}, but Cargo.toml pins maturin = \"${pins.maturin}\" (the PyPI route installs that one); pin the release the locked nixpkgs has";
 crates.craneLib.mkCargoDerivation (crates.finalArgs // {
   pname = "kiln-wheel";
-  nativeBuildInputs = crates.commonArgs.nativeBuildInputs ++ [ pkgs.maturin pkgs.zig ];
+  # crates.kiln: `kiln wheel finalize` in nix/wheel-build.sh (the CLI built once, not again here).
+  nativeBuildInputs = crates.commonArgs.nativeBuildInputs ++ [ pkgs.maturin pkgs.zig crates.kiln ];
   NIX_DONT_SET_RPATH = true;
   doInstallCargoArtifacts = false;
   requiresDist = builtins.toJSON requiresDist;

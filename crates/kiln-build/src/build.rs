@@ -61,7 +61,7 @@ impl KernelBuild {
         let pins = Pins::discover(&manifest_dir)?;
         let kernels = pins.root().join("kernels");
         let mut b = KernelBuild::new(pins, kernels, out_dir.clone());
-        b.cache_dir = shared_cache_dir(&out_dir);
+        b.cache_dir = shared_cache_dir(&out_dir, std::env::var_os("TARGET").as_deref());
         b.cargo = true;
         Ok(b)
     }
@@ -577,13 +577,18 @@ fn flags_for_manifest(flags: &[String]) -> Vec<String> {
 }
 
 /// `<target-dir>/kiln-kernel-cache` when OUT_DIR has cargo's usual shape
-/// (`<target-dir>/<profile>/build/<pkg>-<hash>/out`), so debug, release and test builds share
-/// compiled kernels; OUT_DIR/kernel-cache otherwise.
-fn shared_cache_dir(out_dir: &Path) -> PathBuf {
+/// (`<target-dir>/<profile>/build/<pkg>-<hash>/out`, or `<target-dir>/<triple>/<profile>/…` with
+/// `--target`, as maturin --zig builds), so check, debug, release and test builds share compiled
+/// kernels; OUT_DIR/kernel-cache otherwise. `triple` is cargo's TARGET for the build script.
+fn shared_cache_dir(out_dir: &Path, triple: Option<&std::ffi::OsStr>) -> PathBuf {
     let build = out_dir.ancestors().nth(2);
     match (build, out_dir.ancestors().nth(4)) {
-        (Some(b), Some(target)) if b.file_name().is_some_and(|n| n == "build") => {
-            target.join("kiln-kernel-cache")
+        (Some(b), Some(above_profile)) if b.file_name().is_some_and(|n| n == "build") => {
+            let cross = triple.is_some_and(|t| above_profile.file_name() == Some(t));
+            match (cross, above_profile.parent()) {
+                (true, Some(target)) => target.join("kiln-kernel-cache"),
+                _ => above_profile.join("kiln-kernel-cache"),
+            }
         }
         _ => out_dir.join("kernel-cache"),
     }
@@ -595,4 +600,30 @@ fn source_name(source: &Path, kernels_dir: &Path) -> String {
         .unwrap_or(source)
         .display()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn the_kernel_cache_is_shared_by_every_profile_and_by_target_triple_builds() {
+        let host = Path::new("/t/debug/build/kiln-kernels-1a2b/out");
+        let release = Path::new("/t/release/build/kiln-kernels-3c4d/out");
+        let zig = Path::new("/t/x86_64-unknown-linux-gnu/release/build/kiln-kernels-5e6f/out");
+        let triple = Some(OsStr::new("x86_64-unknown-linux-gnu"));
+        let want = Path::new("/t/kiln-kernel-cache");
+        assert_eq!(shared_cache_dir(host, triple), want);
+        assert_eq!(shared_cache_dir(release, None), want);
+        assert_eq!(shared_cache_dir(zig, triple), want);
+        // A directory that merely looks like a triple is not stepped over without TARGET.
+        assert_eq!(
+            shared_cache_dir(zig, None),
+            Path::new("/t/x86_64-unknown-linux-gnu/kiln-kernel-cache")
+        );
+        // Not cargo's layout: the cache stays inside OUT_DIR.
+        let odd = Path::new("/somewhere/out");
+        assert_eq!(shared_cache_dir(odd, triple), odd.join("kernel-cache"));
+    }
 }

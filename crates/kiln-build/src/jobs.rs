@@ -40,6 +40,23 @@ pub struct Outcome {
     pub elapsed: Duration,
 }
 
+/// The flags as the cache key sees them: an include directory inside the kernels directory is
+/// named relatively (its headers are keyed by content and relative name), so the same sources in
+/// another checkout or copy (CI's sandbox, a second worktree) hit the same entries; nvcc's output
+/// does not depend on where the sources lie (no `-lineinfo`/`-G`).
+fn key_flags(flags: &[String], kernels_dir: &Path) -> Vec<String> {
+    flags
+        .iter()
+        .map(|f| match f.strip_prefix("-I").map(Path::new) {
+            Some(dir) => match dir.strip_prefix(kernels_dir) {
+                Ok(rel) => format!("-I<kernels>/{}", rel.display()),
+                Err(_) => f.clone(),
+            },
+            None => f.clone(),
+        })
+        .collect()
+}
+
 impl CompileJob {
     pub fn new(
         source: &Path,
@@ -53,7 +70,7 @@ impl CompileJob {
         let mut key = KeyBuilder::new("compile")
             .field("nvcc", toolkit.version.as_bytes())
             .field("target", target.name().as_bytes())
-            .field("flags", flags.join("\0").as_bytes())
+            .field("flags", key_flags(flags, kernels_dir).join("\0").as_bytes())
             .field("name", name.as_bytes())
             .file("source", source)?;
         for h in &headers {
@@ -259,4 +276,31 @@ fn nvvm_dir(toolkit: &Toolkit, cache: &Cache) -> Result<PathBuf, BuildError> {
     link(&lib, &shim.join("lib64/libnvvm.so"))?;
     link(&standard.join("libdevice"), &shim.join("libdevice"))?;
     Ok(shim)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_names_an_include_dir_inside_the_kernels_relatively_and_others_as_given() {
+        let flags = |k: &str| {
+            vec![
+                "-O3".to_string(),
+                format!("-I{k}/include"),
+                "-I/opt/cuda/include".to_string(),
+            ]
+        };
+        let a = key_flags(
+            &flags("/home/a/kiln/kernels"),
+            Path::new("/home/a/kiln/kernels"),
+        );
+        let b = key_flags(
+            &flags("/tmp/sandbox/src/kernels"),
+            Path::new("/tmp/sandbox/src/kernels"),
+        );
+        assert_eq!(a, b);
+        assert_eq!(a[1], "-I<kernels>/include");
+        assert_eq!(a[2], "-I/opt/cuda/include");
+    }
 }

@@ -87,7 +87,7 @@ fn checkout(dir: &Path) -> PathBuf {
     dir.to_path_buf()
 }
 
-/// The arguments after `cargo run … -p kiln --` in nix/wheel-build.sh, the build step
+/// The arguments after `"$KILN"` (the kiln CLI) in nix/wheel-build.sh, the build step
 /// nix/wheel.nix runs.
 fn nix_finalize_args() -> Vec<String> {
     let wheel_nix = std::fs::read_to_string(workspace().join("nix/wheel.nix")).unwrap();
@@ -99,9 +99,9 @@ fn nix_finalize_args() -> Vec<String> {
     let joined = nix.replace("\\\n", " ");
     let line = joined
         .lines()
-        .find(|l| l.contains("-p kiln --") && l.contains("wheel finalize"))
-        .expect("nix/wheel-build.sh runs `kiln wheel finalize`");
-    let args = line.split("-p kiln --").nth(1).unwrap();
+        .find(|l| l.trim_start().starts_with("\"$KILN\" wheel finalize"))
+        .expect("nix/wheel-build.sh runs `\"$KILN\" wheel finalize`");
+    let args = line.split("\"$KILN\"").nth(1).unwrap();
     args.split_whitespace().map(String::from).collect()
 }
 

@@ -238,6 +238,9 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         // nix/wheel.nix: its build step is nix/wheel-build.sh, with the same inputs.
         let pins = kiln_pins::Pins::load(&sb.src.join("Cargo.toml"))?;
         let recipe = crate::wheel::recipe(&pins, &sb.src)?;
+        // The kiln CLI the script's finalize step and the audit use, as nix/wheel.nix takes
+        // the kiln package.
+        let kiln = crate::wheel::build_kiln_binary(layout, &repo)?;
         sb.home_is_unwritable(layout)?;
         step(
             "bash nix/wheel-build.sh (what `nix build .#wheel` runs)",
@@ -246,6 +249,7 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
                 // of the source set.
                 .arg(repo.join("nix/wheel-build.sh"))
                 .env("manylinux", &recipe.manylinux)
+                .env("KILN", &kiln)
                 .env("CARGO_NET_OFFLINE", "true"),
         )?;
         let wheel = std::fs::read_dir(sb.src.join("dist"))?
@@ -254,7 +258,6 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
             .find(|p| p.extension().is_some_and(|e| e == "whl"))
             .context("nix/wheel-build.sh left no wheel in dist/")?;
         // nix/checks/audit.nix: the release gate over that wheel.
-        let kiln = crate::wheel::build_kiln_binary(layout, &repo)?;
         step(
             "kiln audit WHEEL --policy Cargo.toml",
             sb.command(layout, kiln)
