@@ -53,7 +53,10 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     let install = work.path().join("cargo-install");
     let started = std::time::Instant::now();
 
-    eprintln!("consumer: README block in {}:\n{block}", work.path().display());
+    eprintln!(
+        "consumer: README block in {}:\n{block}",
+        work.path().display()
+    );
     let mut sh = Command::new("bash");
     sh.args(["-euo", "pipefail", "-c", &block])
         .current_dir(work.path())
@@ -156,9 +159,8 @@ fn fatbin_targets(section: &[u8]) -> Result<BTreeSet<String>> {
 fn check_matrix(project: &Path, root: &Path, wheel: &Path) -> Result<()> {
     let consumer = Pins::load(&project.join("Cargo.toml"))?;
     let kiln = Pins::load(&root.join("Cargo.toml"))?;
-    let names = |p: &Pins| -> BTreeSet<String> {
-        p.matrix.targets().iter().map(|t| t.name()).collect()
-    };
+    let names =
+        |p: &Pins| -> BTreeSet<String> { p.matrix.targets().iter().map(|t| t.name()).collect() };
     let want = names(&consumer);
     ensure!(
         want != names(&kiln),
@@ -241,7 +243,10 @@ fn check_break(
     let new_section = refatbin_with(&cuda, tmp.path(), &section, BROKEN_ARCH, &cubin)?;
     run_tool(
         Command::new("objcopy")
-            .arg(format!("--update-section=.nv_fatbin={}", new_section.display()))
+            .arg(format!(
+                "--update-section=.nv_fatbin={}",
+                new_section.display()
+            ))
             .arg(&so),
     )?;
     wheel.set(&member, std::fs::read(&so)?);
@@ -257,18 +262,26 @@ fn check_break(
         .arg("--json")
         .output()
         .with_context(|| format!("running {}", kiln.display()))?;
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .with_context(|| format!("kiln audit --json: {}", String::from_utf8_lossy(&out.stderr)))?;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "kiln audit --json: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
     let rule = "arch/kernel-missing-sass";
-    let hit = report["findings"].as_array().into_iter().flatten().any(|f| {
-        f["rule"] == rule && f.to_string().contains(BROKEN_KERNEL)
-    });
+    let hit = report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|f| f["rule"] == rule && f.to_string().contains(BROKEN_KERNEL));
     ensure!(
         out.status.code() == Some(1) && hit,
         "the broken wheel: expected exit 1 with {rule} for {BROKEN_KERNEL}, got {} and {report:#}",
         out.status
     );
-    eprintln!("consumer: break: kiln audit failed it with {rule} ({BROKEN_KERNEL}, sm_{BROKEN_ARCH})");
+    eprintln!(
+        "consumer: break: kiln audit failed it with {rule} ({BROKEN_KERNEL}, sm_{BROKEN_ARCH})"
+    );
     Ok(())
 }
 
@@ -322,11 +335,14 @@ fn refatbin_with(
 mod tests {
     #[test]
     fn the_readme_block_is_found_and_closed() {
-        let readme = std::fs::read_to_string(crate::toolchain::repo_root().join("README.md"))
-            .unwrap();
+        let readme =
+            std::fs::read_to_string(crate::toolchain::repo_root().join("README.md")).unwrap();
         let block = super::readme_block(&readme).unwrap();
         assert!(block.contains("cargo add --build kiln-build"), "{block}");
-        assert!(block.contains("kiln audit dist/*.whl --policy Cargo.toml"), "{block}");
+        assert!(
+            block.contains("kiln audit dist/*.whl --policy Cargo.toml"),
+            "{block}"
+        );
         assert!(!block.contains("```"), "{block}");
         let e = super::readme_block("no marker").unwrap_err().to_string();
         assert!(e.contains("no <!--"), "{e}");
