@@ -63,7 +63,14 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         .env("KILN", &root)
         .env("CARGO_TARGET_DIR", root.join("target"))
         .env("CARGO_INSTALL_ROOT", &install)
-        .env("PATH", prepend_path(&install.join("bin")));
+        .env("PATH", consumer_path(&install.join("bin"), &root));
+    // The toolchain only as the block gets it (`source "$KILN/.toolchain/env"`), not from the
+    // environment `cargo xtask test` gives its suites.
+    for (var, _) in layout.vars() {
+        if var != "PATH" {
+            sh.env_remove(var);
+        }
+    }
     let status = sh.status().context("running bash")?;
     ensure!(
         status.success(),
@@ -104,9 +111,12 @@ fn readme_block(readme: &str) -> Result<String> {
     Ok(format!("{body}\n"))
 }
 
-fn prepend_path(dir: &Path) -> std::ffi::OsString {
+/// `dir` (where `cargo install` puts `kiln`), then PATH without the checkout's `.toolchain/`.
+fn consumer_path(dir: &Path, root: &Path) -> std::ffi::OsString {
     let old = std::env::var_os("PATH").unwrap_or_default();
-    std::env::join_paths(std::iter::once(dir.to_path_buf()).chain(std::env::split_paths(&old)))
+    let toolchain = root.join(".toolchain");
+    let kept = std::env::split_paths(&old).filter(|p| !p.starts_with(&toolchain));
+    std::env::join_paths(std::iter::once(dir.to_path_buf()).chain(kept))
         .expect("PATH entries have no ':'")
 }
 
