@@ -774,15 +774,21 @@ fn the_template_is_the_consumer_fixture_and_evaluates() {
         "{}",
         text(&out)
     );
-    // The gate's policy is the project's own Cargo.toml, not kiln's.
-    let out = template_eval(&f, proj.path(), "checks.x86_64-linux.audit.policy");
-    let policy = String::from_utf8_lossy(&out.stdout).to_string();
+    // The gate's policy is the project's own Cargo.toml, not kiln's (read in the store,
+    // which may be a private one).
+    let out = nix_in(proj.path())
+        .args(["eval", "--raw"])
+        .args(template_overrides(&f))
+        .arg(format!(
+            "path:{}#checks.x86_64-linux.audit.policy",
+            proj.path().display()
+        ))
+        .args(["--apply", "builtins.readFile"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    let text_of_policy = std::fs::read_to_string(&policy).unwrap_or_else(|e| {
-        panic!("{policy}: {e}");
-    });
     assert_eq!(
-        text_of_policy,
+        String::from_utf8_lossy(&out.stdout),
         std::fs::read_to_string(workspace().join("checks/consumer/Cargo.toml")).unwrap()
     );
 }
