@@ -42,6 +42,9 @@ fn fatbin_size() -> usize {
 fn kiln_consumer_example(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(fatbin_size, m)?)?;
-    m.add("SCALE_ARGS_SIZE", std::mem::size_of::<abi::ConsumerScaleArgs>())?;
+    m.add(
+        "SCALE_ARGS_SIZE",
+        std::mem::size_of::<abi::ConsumerScaleArgs>(),
+    )?;
     Ok(())
 }
