@@ -6,7 +6,8 @@
 //! maturin, `kiln audit` against the copy's own Cargo.toml and `kiln doctor`. Then checks what
 //! the block cannot say by itself:
 //! - the wheel's fatbin holds exactly the targets of the consumer's matrix (which must differ
-//!   from kiln's, or the test would prove nothing);
+//!   from kiln's, or the test would prove nothing), and the same wheel fails against kiln's own
+//!   pins (so the clean audit did judge the project's table);
 //! - the deliberate break: one kernel compiled out for sm_89 (`#if __CUDA_ARCH__ != 890`) fails
 //!   kiln-build, naming the kernel and the target; and a wheel whose sm_89 code comes from that
 //!   source by another route (nvcc, then fatbinary into the good wheel) fails `kiln audit`
@@ -84,6 +85,7 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     let project = work.path().join("my-kernels");
     let wheel = single_wheel(&project.join("dist"))?;
     check_matrix(&project, &root, &wheel)?;
+    check_policy_is_the_projects(&install.join("bin/kiln"), &wheel, &root)?;
     check_break(&project, &root, &wheel, &install.join("bin/kiln"), layout)?;
     eprintln!(
         "consumer: all checks passed in {:.0} s",
@@ -186,6 +188,60 @@ fn check_matrix(project: &Path, root: &Path, wheel: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The clean audit in the block judged the project's table: the same wheel against kiln's own
+/// Cargo.toml (sm_80 … sm_120 + compute_120) is missing SASS, so the gate did read `--policy`.
+fn check_policy_is_the_projects(kiln: &Path, wheel: &Path, root: &Path) -> Result<()> {
+    let audit = audit_json(kiln, wheel, &root.join("Cargo.toml"))?;
+    let rule = "arch/missing-sass";
+    ensure!(
+        audit.exit == Some(1) && audit.rules().iter().any(|r| r == rule),
+        "the consumer's wheel against kiln's own pins: expected exit 1 with {rule}, got {:?} {:?}",
+        audit.exit,
+        audit.rules()
+    );
+    eprintln!("consumer: the same wheel against kiln's own pins fails with {rule}, as it must");
+    Ok(())
+}
+
+/// `kiln audit WHEEL --policy POLICY --json`: its exit code and report.
+struct Audit {
+    exit: Option<i32>,
+    report: serde_json::Value,
+}
+
+impl Audit {
+    fn findings(&self) -> impl Iterator<Item = &serde_json::Value> {
+        self.report["findings"].as_array().into_iter().flatten()
+    }
+
+    fn rules(&self) -> Vec<String> {
+        self.findings()
+            .filter_map(|f| f["rule"].as_str().map(String::from))
+            .collect()
+    }
+}
+
+fn audit_json(kiln: &Path, wheel: &Path, policy: &Path) -> Result<Audit> {
+    let out = Command::new(kiln)
+        .arg("audit")
+        .arg(wheel)
+        .arg("--policy")
+        .arg(policy)
+        .arg("--json")
+        .output()
+        .with_context(|| format!("running {}", kiln.display()))?;
+    let report = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "kiln audit --json: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    Ok(Audit {
+        exit: out.status.code(),
+        report,
+    })
+}
+
 /// One kernel compiled out for one target: kiln-build refuses to build it, and the gate
 /// refuses a wheel that carries it.
 fn check_break(
@@ -264,30 +320,16 @@ fn check_break(
     let bad_dir = tmp.path().join("bad");
     std::fs::create_dir_all(&bad_dir)?;
     let bad = wheel.write(&bad_dir)?;
-    let out = Command::new(kiln)
-        .arg("audit")
-        .arg(&bad)
-        .arg("--policy")
-        .arg(project.join("Cargo.toml"))
-        .arg("--json")
-        .output()
-        .with_context(|| format!("running {}", kiln.display()))?;
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
-        format!(
-            "kiln audit --json: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })?;
+    let audit = audit_json(kiln, &bad, &project.join("Cargo.toml"))?;
     let rule = "arch/kernel-missing-sass";
-    let hit = report["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let hit = audit
+        .findings()
         .any(|f| f["rule"] == rule && f.to_string().contains(BROKEN_KERNEL));
     ensure!(
-        out.status.code() == Some(1) && hit,
-        "the broken wheel: expected exit 1 with {rule} for {BROKEN_KERNEL}, got {} and {report:#}",
-        out.status
+        audit.exit == Some(1) && hit,
+        "the broken wheel: expected exit 1 with {rule} for {BROKEN_KERNEL}, got {:?} and {:#}",
+        audit.exit,
+        audit.report
     );
     eprintln!(
         "consumer: break: kiln audit failed it with {rule} ({BROKEN_KERNEL}, sm_{BROKEN_ARCH})"

@@ -675,7 +675,10 @@ fn consumer_files() -> Vec<PathBuf> {
                 .to_path_buf()
         })
         .collect();
-    assert!(files.iter().any(|f| f == Path::new("flake.nix")), "{files:?}");
+    assert!(
+        files.iter().any(|f| f == Path::new("flake.nix")),
+        "{files:?}"
+    );
     files
 }
 
@@ -711,7 +714,11 @@ fn template_overrides(f: &Fixture) -> Vec<String> {
         format!("path:{}", f.dir.path().display()),
     ];
     for pair in doubles(f).chunks(3) {
-        v.extend([pair[0].clone(), format!("kiln/{}", pair[1]), pair[2].clone()]);
+        v.extend([
+            pair[0].clone(),
+            format!("kiln/{}", pair[1]),
+            pair[2].clone(),
+        ]);
     }
     v
 }
@@ -735,7 +742,11 @@ fn the_template_is_the_consumer_fixture_and_evaluates() {
         let want = std::fs::read(workspace().join("checks/consumer").join(&rel)).unwrap();
         let got = std::fs::read(proj.path().join(&rel))
             .unwrap_or_else(|e| panic!("nix flake init did not write {}: {e}", rel.display()));
-        assert!(got == want, "{} differs from checks/consumer", rel.display());
+        assert!(
+            got == want,
+            "{} differs from checks/consumer",
+            rel.display()
+        );
     }
     let out = nix_in(proj.path())
         .args(["flake", "check", "--no-build", "--all-systems"])
