@@ -60,6 +60,13 @@
 //! checkout and `source /path/to/kiln/.toolchain/env` (it sets `CUDA_HOME`, `PATH`,
 //! `LIBCLANG_PATH` and `BINDGEN_EXTRA_CLANG_ARGS` for bindgen's pinned libclang).
 //!
+//! # Stability
+//!
+//! The build-script API is [`KernelBuild`] ([`KernelBuild::for_build_script`], [`KernelBuild::new`]
+//! and its setters, [`KernelBuild::run`]), [`BuildOutput`], [`BuildError`] and the re-exported
+//! [`Pins`]; it follows semver from 0.1. The modules listed below are public for kiln's own
+//! tools (`cargo xtask kernels`, the benchmarks) and may change in any release before 1.0.
+//!
 //! # Inside
 //!
 //! Flow: [`toolkit`] preflight (nvcc version = pin, every target supported) -> [`deps`] finds
