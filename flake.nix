@@ -35,8 +35,45 @@
         crates = import ./nix/crates.nix { inherit pkgs crane pins toolchain cuda root buildInfo driverHook; };
         wheel = import ./nix/wheel.nix { inherit pkgs pins crates root; };
       };
+
+      # What other projects use (nix/lib/, one helper per file; README "Use kiln in your project").
+      libFor = pkgs:
+        let s = perSystem pkgs; in {
+          inherit (s) toolchain cuda;
+          inherit (s.crates) kiln;
+          mkDevShell = import ./nix/lib/mkDevShell.nix { inherit pkgs; inherit (s) toolchain cuda driverHook; };
+          buildWheel = import ./nix/lib/buildWheel.nix { inherit pkgs; inherit (s) crates; };
+          auditCheck = import ./nix/lib/auditCheck.nix { inherit pkgs; kiln = s.crates.kiln; };
+        };
     in
     {
+      # kiln's pins on a project's own nixpkgs (it must allow unfree, for CUDA): rust-overlay's
+      # rust-bin, then `kiln` (the CLI) and `kilnPackages` (the pinned nightly, clang/libclang 21,
+      # CUDA_HOME, cuDNN, NCCL), checked against Cargo.toml as kiln's own are.
+      overlays.default = final: prev:
+        let
+          withRust = rust-overlay.overlays.default final prev;
+          s = perSystem final;
+        in
+        withRust // {
+          inherit (s.crates) kiln;
+          kilnPackages = {
+            inherit (s.toolchain) rust libclang;
+            inherit (s.toolchain.llvm) clang;
+            inherit (s.cuda) cudaPackages cudnn nccl;
+            cudaHome = s.cuda.home;
+          };
+        };
+
+      lib = forAllSystems libFor;
+
+      # `nix flake init -t <kiln>`: the consumer fixture CI builds (`cargo xtask consumer`) is the
+      # template itself.
+      templates.default = {
+        path = ./checks/consumer;
+        description = "A Rust + CUDA crate built with kiln-build (its own arch matrix), a PyO3 wheel, and `kiln audit` in its checks";
+      };
+
       packages = forAllSystems (pkgs:
         let s = perSystem pkgs; in {
           inherit (s.crates) kiln kernels;
@@ -54,10 +91,9 @@
           clippy = import ./nix/checks/clippy.nix { inherit (s) crates; };
           rustfmt = import ./nix/checks/rustfmt.nix { inherit (s) crates; };
           nextest = import ./nix/checks/nextest.nix { inherit (s) crates cuda; };
-          audit = import ./nix/checks/audit.nix {
-            inherit pkgs root;
+          audit = (libFor pkgs).auditCheck {
             inherit (s) wheel;
-            kiln = s.crates.kiln;
+            policy = ./Cargo.toml;
           };
         });
 

@@ -1,6 +1,6 @@
 # The dev shell: the pinned toolchain, the variables bindgen and nvcc need, and the host's
-# driver found at entry (never the toolkit's stub).
-{ pkgs, toolchain, cuda, driverHook }:
+# driver found at entry (never the toolkit's stub); `extraPackages` from kiln.lib's mkDevShell.
+{ pkgs, toolchain, cuda, driverHook, extraPackages ? [ ] }:
 pkgs.mkShell {
   name = "kiln";
   packages = [
@@ -14,7 +14,7 @@ pkgs.mkShell {
     pkgs.python3
     pkgs.zig
     pkgs.nixpkgs-fmt
-  ];
+  ] ++ extraPackages;
   buildInputs = [ cuda.cudnn cuda.nccl ];
 
   LIBCLANG_PATH = toolchain.libclangPath;

@@ -1,12 +1,13 @@
 # The release gate: `kiln audit` over the built wheel, with the policy (arch matrix, PTX
-# targets, minimum driver, runtime wheels) from the same Cargo.toml the wheel was built from.
+# targets, minimum driver, runtime wheels) from the same Cargo.toml the wheel was built from
+# (`policy`: kiln's own, or a project's through kiln.lib's auditCheck).
 # Linkage, arch-matrix and metadata findings fail the check (exit 1), as does an audit that
 # cannot run (exit 2); the JSON and human reports are kept in $out.
-{ pkgs, kiln, wheel, root }:
+{ pkgs, kiln, wheel, policy }:
 pkgs.runCommand "kiln-audit-wheel"
 {
   nativeBuildInputs = [ kiln ];
-  policy = root + "/Cargo.toml";
+  inherit policy;
 } ''
   shopt -s nullglob
   wheels=(${wheel}/*.whl)

@@ -49,8 +49,9 @@ pub struct KernelBuild {
 type EnvLookup = Box<dyn Fn(&str) -> Option<OsString> + Send + Sync>;
 
 impl KernelBuild {
-    /// For `build.rs`: pins from the workspace above CARGO_MANIFEST_DIR, sources from its
-    /// `kernels/`, outputs in OUT_DIR, cargo's jobserver.
+    /// For `build.rs`: pins from the nearest Cargo.toml at or above CARGO_MANIFEST_DIR with a
+    /// kiln table (the crate's own `[package.metadata.kiln]`, else its workspace's), sources
+    /// from `kernels/` beside that Cargo.toml, outputs in OUT_DIR, cargo's jobserver.
     pub fn for_build_script() -> Result<KernelBuild, BuildError> {
         let var = |k: &str| {
             std::env::var_os(k)

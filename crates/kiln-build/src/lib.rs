@@ -1,6 +1,23 @@
 //! kiln-build: what a build script calls to turn `kernels/*.cu` into one fatbin for the whole
 //! arch matrix, plus the bindgen ABI and a manifest of what was really built.
 //!
+//! # Use it in your crate
+//!
+//! Add it as a build dependency (a path or git dependency on a kiln checkout):
+//!
+//! ```toml
+//! [build-dependencies]
+//! kiln-build = { path = "../kiln/crates/kiln-build" }
+//!
+//! # Your matrix; everything you leave out (nvcc, CUDA, clang, min-driver, runtime wheels)
+//! # comes from the kiln this kiln-build belongs to.
+//! [package.metadata.kiln]
+//! archs = ["8.9", "9.0+PTX"]
+//! ```
+//!
+//! put the kernels in `kernels/*.cu` beside that Cargo.toml (C ABI headers in
+//! `kernels/include/*.h`), and call one builder from `build.rs`:
+//!
 //! ```no_run
 //! // build.rs: the whole script
 //! let out = kiln_build::KernelBuild::for_build_script().and_then(|b| b.run());
@@ -9,6 +26,48 @@
 //!     std::process::exit(1);
 //! }
 //! ```
+//!
+//! It writes into `OUT_DIR`: `kernels.fatbin` (SASS for every target, PTX where the matrix
+//! says `+PTX`), `kernels.manifest.json` (the kernels each target really holds, tool versions,
+//! flags) and `kiln_abi.rs` (bindgen over `kernels/include`). A kernel missing for any target
+//! fails the build, naming the kernel and the target.
+//!
+//! The matrix is read from the nearest Cargo.toml at or above the crate with
+//! `[package.metadata.kiln]` or `[workspace.metadata.kiln]`; how a project's table is layered
+//! over kiln's pins is [`kiln_pins::layered`]. What the build will target is plain data:
+//!
+//! ```
+//! let consumer = r#"
+//! [package]
+//! name = "my-kernels"
+//! [package.metadata.kiln]
+//! archs = ["8.9", "9.0+PTX"]
+//! "#;
+//! let pins = kiln_build::Pins::parse(consumer, std::path::Path::new("Cargo.toml"))?;
+//! let targets: Vec<String> = pins.matrix.targets().iter().map(|t| t.name()).collect();
+//! assert_eq!(targets, ["sm_89", "sm_90", "compute_90"]);
+//! // The toolchain is kiln's own, not restated by the project:
+//! assert_eq!(pins.toolchain, kiln_build::Pins::built_in().toolchain);
+//! # Ok::<(), kiln_build::PinsError>(())
+//! ```
+//!
+//! # The toolchain
+//!
+//! nvcc must be the pinned release (`nvcc --version`, checked in seconds before anything
+//! compiles). It is found through `KILN_NVCC`, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `PATH`,
+//! then the project's `.toolchain/`: in `nix develop` of kiln's flake (or a flake using its
+//! `overlays.default`) it is on `PATH`; without Nix, run `cargo xtask bootstrap` in a kiln
+//! checkout and `source /path/to/kiln/.toolchain/env` (it sets `CUDA_HOME`, `PATH`,
+//! `LIBCLANG_PATH` and `BINDGEN_EXTRA_CLANG_ARGS` for bindgen's pinned libclang).
+//!
+//! # Stability
+//!
+//! The build-script API is [`KernelBuild`] ([`KernelBuild::for_build_script`], [`KernelBuild::new`]
+//! and its setters, [`KernelBuild::run`]), [`BuildOutput`], [`BuildError`] and the re-exported
+//! [`Pins`]; it follows semver from 0.1. The modules listed below are public for kiln's own
+//! tools (`cargo xtask kernels`, the benchmarks) and may change in any release before 1.0.
+//!
+//! # Inside
 //!
 //! Flow: [`toolkit`] preflight (nvcc version = pin, every target supported) -> [`deps`] finds
 //! each source's project headers -> [`jobs`] one nvcc job per (source, target), keyed by
@@ -36,4 +95,5 @@ mod build;
 
 pub use build::{BuildOutput, KernelBuild};
 pub use error::BuildError;
+pub use kiln_pins::{Pins, PinsError, Target};
 pub use progress::Summary;

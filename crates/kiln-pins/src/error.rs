@@ -9,12 +9,19 @@ pub enum PinsError {
     },
     #[error("{path}: not valid TOML: {message}")]
     Toml { path: PathBuf, message: String },
-    #[error("{path}: [workspace.metadata.kiln] is missing")]
+    #[error("{path}: [workspace.metadata.kiln] is missing (and so is [package.metadata.kiln])")]
     MissingTable { path: PathBuf },
     #[error("[workspace.metadata.kiln]: {0}")]
     Invalid(String),
     #[error("arch matrix entry {entry:?}: {reason}")]
     BadArch { entry: String, reason: String },
-    #[error("no workspace Cargo.toml with [workspace.metadata.kiln] found above {0}")]
+    /// A project's own table (layered over kiln's pins) is wrong.
+    #[error("{path} [{table}] (over kiln's built-in pins): {message}")]
+    Project {
+        path: PathBuf,
+        table: String,
+        message: String,
+    },
+    #[error("no Cargo.toml with [package.metadata.kiln] or [workspace.metadata.kiln] with [workspace.metadata.kiln] at or above {0}")]
     NoWorkspace(PathBuf),
 }

@@ -6,9 +6,12 @@
 mod arch;
 mod driver;
 mod error;
+pub mod layered;
 mod pins;
 
 pub use arch::{Arch, ArchMatrix, MatrixEntry, Target, TargetKind, Variant};
 pub use driver::{max_ptx_isa_for_driver, DriverPtxIsa, DRIVER_PTX_ISA};
 pub use error::PinsError;
-pub use pins::{find_workspace_manifest, AbiRange, Pins, RuntimeLib, Toolchain, WheelPins};
+pub use pins::{
+    find_workspace_manifest, AbiRange, Pins, RuntimeLib, Toolchain, WheelPins, BUILT_IN_MANIFEST,
+};

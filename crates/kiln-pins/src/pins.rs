@@ -201,6 +201,9 @@ pub struct Pins {
     pub test_tools: BTreeMap<String, String>,
     /// The wheel's manylinux level and Requires-Dist rule (None when the table is absent).
     pub wheel: Option<WheelPins>,
+    /// The top-level keys taken from kiln's built-in pins because the project's table left them
+    /// out (empty for a complete table such as kiln's own).
+    pub inherited: Vec<String>,
 }
 
 impl Pins {
@@ -213,25 +216,54 @@ impl Pins {
         Pins::parse(&text, manifest)
     }
 
-    /// Finds the workspace Cargo.toml above `start` and reads it.
+    /// Finds the nearest Cargo.toml at or above `start` with a kiln table (package or
+    /// workspace) and reads it.
     pub fn discover(start: &Path) -> Result<Pins, PinsError> {
         Pins::load(&find_workspace_manifest(start)?)
     }
 
+    /// Reads the kiln table of `text` (a Cargo.toml at `manifest`): `[package.metadata.kiln]`
+    /// if present, else `[workspace.metadata.kiln]`. A table with its own `toolchain` is a
+    /// complete pin set (kiln's workspace); any other — a consumer project's — is layered over
+    /// [`BUILT_IN_MANIFEST`]: see [`crate::layered`].
     pub fn parse(text: &str, manifest: &Path) -> Result<Pins, PinsError> {
         let doc: toml::Table = toml::from_str(text).map_err(|e| PinsError::Toml {
             path: manifest.to_path_buf(),
             message: e.to_string(),
         })?;
-        let table = doc
-            .get("workspace")
-            .and_then(|w| w.get("metadata"))
-            .and_then(|m| m.get("kiln"))
-            .cloned()
-            .ok_or_else(|| PinsError::MissingTable {
+        let (table_name, table) =
+            crate::layered::kiln_table(&doc).ok_or_else(|| PinsError::MissingTable {
                 path: manifest.to_path_buf(),
             })?;
-        let raw: RawKiln = table
+        let (table, inherited) = if table.contains_key("toolchain") {
+            (table.clone(), Vec::new())
+        } else {
+            crate::layered::over_built_in(table)
+        };
+        let mut pins = Pins::from_table(table).map_err(|e| match table_name {
+            "workspace" if inherited.is_empty() => e,
+            _ => PinsError::Project {
+                path: manifest.to_path_buf(),
+                table: format!("{table_name}.metadata.kiln"),
+                message: e.to_string(),
+            },
+        })?;
+        pins.manifest = manifest.to_path_buf();
+        pins.inherited = inherited;
+        Ok(pins)
+    }
+
+    /// The pins this copy of kiln-pins was built with: kiln's own `[workspace.metadata.kiln]`.
+    pub fn built_in() -> Pins {
+        Pins::parse(
+            BUILT_IN_MANIFEST,
+            Path::new("<kiln's Cargo.toml, built in>"),
+        )
+        .expect("kiln's own pins are validated by its tests")
+    }
+
+    fn from_table(table: toml::Table) -> Result<Pins, PinsError> {
+        let raw: RawKiln = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| PinsError::Invalid(e.message().to_string()))?;
         let matrix = ArchMatrix::parse(&raw.archs)?;
@@ -292,7 +324,8 @@ impl Pins {
             }
         }
         Ok(Pins {
-            manifest: manifest.to_path_buf(),
+            manifest: PathBuf::new(),
+            inherited: Vec::new(),
             matrix,
             min_driver,
             toolchain: raw.toolchain,
@@ -353,20 +386,26 @@ fn validate_date(value: &str) -> Result<(), PinsError> {
     }
 }
 
-/// The nearest Cargo.toml at or above `start` that holds `[workspace.metadata.kiln]`.
+/// The nearest Cargo.toml at or above `start` that holds `[package.metadata.kiln]` or
+/// `[workspace.metadata.kiln]` (a package's own table wins over its workspace's, being nearer).
 pub fn find_workspace_manifest(start: &Path) -> Result<PathBuf, PinsError> {
     let mut dir = Some(start);
     while let Some(d) = dir {
         let candidate = d.join("Cargo.toml");
-        if let Ok(text) = std::fs::read_to_string(&candidate) {
-            if text.contains("[workspace.metadata.kiln]") {
-                return Ok(candidate);
-            }
+        let doc = std::fs::read_to_string(&candidate)
+            .ok()
+            .and_then(|text| toml::from_str::<toml::Table>(&text).ok());
+        if doc.is_some_and(|doc| crate::layered::kiln_table(&doc).is_some()) {
+            return Ok(candidate);
         }
         dir = d.parent();
     }
     Err(PinsError::NoWorkspace(start.to_path_buf()))
 }
+
+/// kiln's own workspace Cargo.toml, as this crate was compiled: the pins a consumer's table
+/// does not state (one source of truth: kiln-pins, by path or git, reads the file itself).
+pub const BUILT_IN_MANIFEST: &str = include_str!("../../../Cargo.toml");
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@ mod audit_fixture;
 mod audit_mutations;
 mod bench_kernels;
 mod bootstrap;
+mod consumer;
 mod gpu_bundle;
 mod kernels;
 mod nix_check;
@@ -51,6 +52,9 @@ enum Command {
     /// The flake's test and wheel commands without Nix, as its sandbox runs them: the flake's
     /// source set, HOME unwritable, cargo offline, CUDA from the environment.
     Sandbox(sandbox::Args),
+    /// kiln used by another project: README's build-dependency route run as written on a fresh
+    /// copy of checks/consumer (its own matrix, its wheel audited clean), then a deliberate break.
+    Consumer(consumer::Args),
 }
 
 fn main() {
@@ -66,6 +70,9 @@ fn main() {
         Command::Repro(args) => repro::run(args),
         Command::Wheel(args) => wheel::run(args),
         Command::GpuBundle(args) => gpu_bundle::run(args),
+        Command::Consumer(args) => {
+            bootstrap::ensure().and_then(|layout| consumer::run(args, &layout))
+        }
         Command::Sandbox(args) => {
             bootstrap::ensure().and_then(|layout| sandbox::run(args, &layout))
         }

@@ -60,6 +60,11 @@ const SUITES: &[Suite] = &[
         command: &["cargo", "run", "--locked", "--quiet", "--release", "-p", "kiln", "--", "audit", "{wheel}", "--policy", "Cargo.toml"],
     },
     Suite {
+        name: "consumer",
+        what: "another project (checks/consumer, its own matrix): README's build-dependency route from a fresh dir, its wheel audited clean, a kernel compiled out for sm_89 caught",
+        command: &["xtask", "consumer"],
+    },
+    Suite {
         name: "wheel",
         what: "the wheel on a machine without a GPU: fresh venv, pip install, import, build_info, no-driver error",
         command: &["python3", "checks/wheel/check_no_gpu.py", "{wheel}", "--pins", "Cargo.toml"],

@@ -83,6 +83,12 @@ impl Fixture {
         }
         copy_dir(&ws.join("nix"), &dir.path().join("nix"));
         copy_dir(&ws.join("checks/nix"), &dir.path().join("checks/nix"));
+        // templates.default (the consumer fixture), without any build output it may hold.
+        for f in consumer_files() {
+            let to = dir.path().join("checks/consumer").join(&f);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(ws.join("checks/consumer").join(&f), to).unwrap();
+        }
         Fixture { dir }
     }
 
@@ -645,6 +651,173 @@ fn doubles(f: &Fixture) -> Vec<String> {
             ]
         })
         .collect()
+}
+
+// --- templates.default: the consumer project, initialised and evaluated -------------------
+
+/// checks/consumer's tracked files (relative), as a fresh clone holds them.
+fn consumer_files() -> Vec<PathBuf> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(workspace())
+        .args(["ls-files", "-z", "--", "checks/consumer"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let files: Vec<PathBuf> = out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            Path::new(std::str::from_utf8(p).unwrap())
+                .strip_prefix("checks/consumer")
+                .unwrap()
+                .to_path_buf()
+        })
+        .collect();
+    assert!(
+        files.iter().any(|f| f == Path::new("flake.nix")),
+        "{files:?}"
+    );
+    files
+}
+
+fn nix_in(dir: &Path) -> Command {
+    let mut c = Command::new(nix_bin());
+    c.current_dir(dir).args([
+        "--extra-experimental-features",
+        "nix-command flakes",
+        "--offline",
+    ]);
+    c
+}
+
+/// `nix flake init -t` of the kiln fixture into a fresh directory, offline (the templates
+/// output reads none of kiln's inputs).
+fn init_template(f: &Fixture) -> tempfile::TempDir {
+    let proj = tempfile::tempdir().unwrap();
+    let out = nix_in(proj.path())
+        .args(["flake", "init", "-t"])
+        .arg(format!("path:{}", f.dir.path().display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nix flake init -t: {}", text(&out));
+    proj
+}
+
+/// The project's kiln input is the kiln fixture; kiln's inputs are the doubles.
+fn template_overrides(f: &Fixture) -> Vec<String> {
+    let mut v = vec![
+        "--no-write-lock-file".to_string(),
+        "--override-input".into(),
+        "kiln".into(),
+        format!("path:{}", f.dir.path().display()),
+    ];
+    for pair in doubles(f).chunks(3) {
+        v.extend([
+            pair[0].clone(),
+            format!("kiln/{}", pair[1]),
+            pair[2].clone(),
+        ]);
+    }
+    v
+}
+
+fn template_eval(f: &Fixture, proj: &Path, attr: &str) -> Output {
+    nix_in(proj)
+        .args(["eval", "--raw"])
+        .args(template_overrides(f))
+        .arg(format!("path:{}#{attr}", proj.display()))
+        .output()
+        .unwrap()
+}
+
+/// The template is the consumer fixture CI builds, file for file, and every output of the
+/// project it creates evaluates against kiln's Nix test inputs.
+#[test]
+fn the_template_is_the_consumer_fixture_and_evaluates() {
+    let f = Fixture::new();
+    let proj = init_template(&f);
+    for rel in consumer_files() {
+        let want = std::fs::read(workspace().join("checks/consumer").join(&rel)).unwrap();
+        let got = std::fs::read(proj.path().join(&rel))
+            .unwrap_or_else(|e| panic!("nix flake init did not write {}: {e}", rel.display()));
+        assert!(
+            got == want,
+            "{} differs from checks/consumer",
+            rel.display()
+        );
+    }
+    let out = nix_in(proj.path())
+        .args(["flake", "check", "--no-build", "--all-systems"])
+        .args(template_overrides(&f))
+        .arg(format!("path:{}", proj.path().display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "template flake check: {}", text(&out));
+    for attr in [
+        "packages.x86_64-linux.default.drvPath",
+        "packages.x86_64-linux.kiln.drvPath",
+        "devShells.x86_64-linux.default.drvPath",
+        "checks.x86_64-linux.audit.drvPath",
+    ] {
+        let out = template_eval(&f, proj.path(), attr);
+        let t = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success() && t.starts_with("/nix/store/"),
+            "{attr}: {}",
+            text(&out)
+        );
+    }
+    // The wheel builds the project (its name, its Cargo.lock) with kiln's kiln-build.
+    let out = template_eval(&f, proj.path(), "packages.x86_64-linux.default.pname");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "kiln-consumer-example-wheel",
+        "{}",
+        text(&out)
+    );
+    let out = template_eval(&f, proj.path(), "packages.x86_64-linux.default.postPatch");
+    let patch = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        patch.contains("cargo add --offline --build kiln-build --path /nix/store/")
+            && patch.contains("/crates/kiln-build"),
+        "{}",
+        text(&out)
+    );
+    // The gate's policy is the project's own Cargo.toml, not kiln's (read in the store,
+    // which may be a private one).
+    let out = nix_in(proj.path())
+        .args(["eval", "--raw"])
+        .args(template_overrides(&f))
+        .arg(format!(
+            "path:{}#checks.x86_64-linux.audit.policy",
+            proj.path().display()
+        ))
+        .args(["--apply", "builtins.readFile"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        std::fs::read_to_string(workspace().join("checks/consumer/Cargo.toml")).unwrap()
+    );
+}
+
+/// A project whose gate names no policy is refused at evaluation, naming the argument.
+#[test]
+fn the_template_gate_without_a_policy_fails() {
+    let f = Fixture::new();
+    let proj = init_template(&f);
+    let flake = proj.path().join("flake.nix");
+    let text_of = std::fs::read_to_string(&flake).unwrap();
+    let broken = text_of.replace("          policy = ./Cargo.toml;\n", "");
+    assert_ne!(broken, text_of);
+    std::fs::write(&flake, broken).unwrap();
+    let out = template_eval(&f, proj.path(), "checks.x86_64-linux.audit.drvPath");
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("policy"), "{t}");
 }
 
 // --- the dev shell's driver discovery (nix/driver-hook.sh), run with bash -----------------

@@ -1,0 +1,40 @@
+{
+  description = "A Rust + CUDA crate on kiln: kernels built by kiln-build for its own matrix, a PyO3 wheel, gated by kiln audit";
+
+  inputs = {
+    # kiln itself; kiln's tests point it at their checkout (--override-input kiln path:…).
+    kiln.url = "git+https://example.invalid/kiln";
+    # The nixpkgs kiln's pins were checked against (CUDA 13.0, cuDNN, NCCL, clang 21).
+    nixpkgs.follows = "kiln/nixpkgs";
+  };
+
+  outputs = { self, kiln, nixpkgs, ... }:
+    let
+      systems = [ "x86_64-linux" "aarch64-linux" ];
+      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f system kiln.lib.${system});
+    in
+    {
+      packages = forAllSystems (system: k: {
+        # kernels/ for [package.metadata.kiln] archs, the binding, maturin.
+        default = k.buildWheel { src = ./.; };
+        # kiln's CLI on this project's nixpkgs, through kiln's overlay.
+        kiln = (import nixpkgs {
+          inherit system;
+          config.allowUnfree = true;
+          overlays = [ kiln.overlays.default ];
+        }).kiln;
+      });
+
+      devShells = forAllSystems (_: k: {
+        default = k.mkDevShell { extraPackages = [ ]; };
+      });
+
+      # The gate: `kiln audit` of the wheel against this project's own Cargo.toml.
+      checks = forAllSystems (system: k: {
+        audit = k.auditCheck {
+          wheel = self.packages.${system}.default;
+          policy = ./Cargo.toml;
+        };
+      });
+    };
+}
