@@ -15,6 +15,7 @@
 
 mod device;
 mod elf;
+mod elf_dynamic;
 mod error;
 pub mod facts;
 mod finding;
@@ -26,6 +27,8 @@ mod platform;
 mod policy;
 mod rules;
 mod runpath;
+mod source;
+mod zip_view;
 
 use std::path::Path;
 

@@ -104,6 +104,24 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 ));
             }
         }
+        if let Some((plat, (machine, name))) = machine_expected(artifact) {
+            if elf.machine != machine {
+                findings.push(finding(
+                    "tags/machine-mismatch",
+                    &b.path,
+                    format!("e_machine is {}, but platform tag {plat} runs {name} ({machine}): the loader refuses the file", elf.machine),
+                    "build the library for the tagged architecture, or tag the wheel for the one it was built for",
+                ));
+            }
+        }
+        for n in elf.needed.iter().filter(|n| n.contains('/')) {
+            findings.push(finding(
+                "linkage/needed-path",
+                &b.path,
+                format!("NEEDED {n:?} contains `/`: the loader opens that path as written (a path on the build machine), never searching RUNPATH"),
+                "link against the library by its soname (patchelf --replace-needed PATH SONAME FILE)",
+            ));
+        }
         for n in &elf.needed {
             if let Some(real) = platform::driver_stub_for(n) {
                 findings.push(finding(
@@ -206,6 +224,16 @@ fn glibc_ceiling(artifact: &Artifact, policy: &Policy) -> Option<(String, (u32, 
         .into_iter()
         .filter_map(|p| platform::glibc_ceiling(&p).map(|c| (p, c)))
         .min_by_key(|(_, c)| *c)
+}
+
+/// The architecture the wheel's platform tags name (the first tag that names one).
+fn machine_expected(artifact: &Artifact) -> Option<(String, (u16, &'static str))> {
+    let w = artifact.wheel.as_ref()?;
+    w.tags
+        .iter()
+        .chain(w.filename.iter().flat_map(|f| &f.tags))
+        .map(|t| platform::platform_of(t))
+        .find_map(|p| platform::machine_for(p).map(|m| (p.to_string(), m)))
 }
 
 fn bundled_driver(artifact: &Artifact, findings: &mut Vec<Finding>) {
