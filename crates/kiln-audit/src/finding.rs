@@ -46,6 +46,7 @@ pub const RULES: &[(&str, Severity)] = &[
     ("elf/dynamic-mismatch", Severity::Error),
     ("fatbin/malformed", Severity::Error),
     ("fatbin/bad-entry", Severity::Error),
+    ("fatbin/target-mismatch", Severity::Error),
     ("linkage/unresolved-needed", Severity::Error),
     ("linkage/unresolved-dlopen", Severity::Error),
     ("linkage/driver-stub-needed", Severity::Error),
