@@ -223,11 +223,14 @@ fn entry_facts(
     if !needs_payload || matches!(e.kind, container::EntryKind::Other(_)) {
         return finish(facts);
     }
+    if let Err(err) = e.check_claim() {
+        facts.error = Some(err.to_string());
+        return finish(facts);
+    }
     if e.compression != container::Compression::None && !take(budget, e.decompressed_size) {
-        facts.error = Some(format!(
-            "not decompressed: the section's entries claim more than {} inflated bytes together",
-            decompression_budget(0)
-        ));
+        facts.error = Some(
+            "not decompressed: the section's compressed entries claim more inflated bytes together than its budget (128 MiB + 64x the section size)".into(),
+        );
         return finish(facts);
     }
     thread_local! {
