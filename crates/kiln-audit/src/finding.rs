@@ -137,8 +137,62 @@ pub(crate) fn finding_lower(
     }
 }
 
+/// Keeps the first `cap` findings of each rule (input sorted by severity, then rule) and adds,
+/// per rule over the cap, one finding that counts the rest: linear, and the report stays small
+/// however many findings a hostile input produces.
+pub fn aggregate(findings: Vec<Finding>, cap: usize) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::with_capacity(findings.len().min(4096));
+    let mut current: Option<(&'static str, Severity)> = None;
+    let mut kept = 0usize;
+    let mut dropped = 0usize;
+    let flush = |out: &mut Vec<Finding>, rule: Option<(&'static str, Severity)>, dropped: usize| {
+        if let (Some((rule, severity)), true) = (rule, dropped > 0) {
+            out.push(Finding {
+                rule,
+                severity,
+                file: String::new(),
+                message: format!("… and {dropped} more findings of this rule, not listed"),
+                fix: "fix the ones listed and audit again".into(),
+            });
+        }
+    };
+    for f in findings {
+        if current != Some((f.rule, f.severity)) {
+            flush(&mut out, current, dropped);
+            current = Some((f.rule, f.severity));
+            kept = 0;
+            dropped = 0;
+        }
+        if kept < cap {
+            kept += 1;
+            out.push(f);
+        } else {
+            dropped += 1;
+        }
+    }
+    flush(&mut out, current, dropped);
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn findings_past_the_cap_are_counted_not_listed() {
+        let f = |rule, file: &str| super::finding(rule, file, "m".into(), "x");
+        let mut all: Vec<super::Finding> = (0..250)
+            .map(|i| f("wheel/record-missing", &format!("a{i}")))
+            .collect();
+        all.push(f("wheel/unsafe-path", "b"));
+        let out = super::aggregate(all, 100);
+        assert_eq!(out.len(), 102, "{out:?}");
+        assert_eq!(
+            out[100].message,
+            "… and 150 more findings of this rule, not listed"
+        );
+        assert_eq!(out[100].rule, "wheel/record-missing");
+        assert_eq!(out[101].file, "b");
+    }
+
     #[test]
     fn every_rule_used_in_the_source_is_registered() {
         let src_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
