@@ -139,18 +139,29 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
             .map_err(|e| e.to_string())?;
         // Each record is 16 bytes; more iterations than that means the links loop.
         let budget = data.len() / 16 + 1;
-        'outer: while let Some((_, mut aux)) = verneed.next().map_err(|e| e.to_string())? {
+        let mut records = 0usize;
+        while let Some((record, mut aux)) = verneed.next().map_err(|e| e.to_string())? {
+            let version = record.vn_version.get(endian);
+            if version != 1 {
+                return Err(format!(
+                    "unsupported version {version} of a Verneed record (ld.so refuses the file)"
+                ));
+            }
+            records += 1;
+            if records > budget {
+                return Err(
+                    "version-needs table loops (more records than the file can hold)".into(),
+                );
+            }
             while let Some(vernaux) = aux.next().map_err(|e| e.to_string())? {
-                if section_version_needs.len() >= budget {
+                records += 1;
+                if records > budget {
                     return Err(
                         "version-needs table loops (more entries than the file can hold)".into(),
                     );
                 }
                 let name = vernaux.name(endian, strings).map_err(|e| e.to_string())?;
                 section_version_needs.push(String::from_utf8_lossy(name).into_owned());
-                if section_version_needs.len() >= budget {
-                    break 'outer;
-                }
             }
         }
     }

@@ -139,6 +139,13 @@ fn version_needs(
     let mut out = Vec::new();
     let mut at = usize::try_from(start).map_err(|_| bad())?;
     for _ in 0..count.min(budget as u64) {
+        // glibc's dl-version.c refuses any record whose vn_version is not 1.
+        let version = u16_at(at).ok_or_else(bad)?;
+        if version != 1 {
+            return Err(format!(
+                "unsupported version {version} of a Verneed record (ld.so refuses the file)"
+            ));
+        }
         let cnt = u16_at(at + 2).ok_or_else(bad)?;
         let aux = u32_at(at + 8).ok_or_else(bad)? as usize;
         let next = u32_at(at + 12).ok_or_else(bad)? as usize;

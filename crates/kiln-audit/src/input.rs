@@ -158,6 +158,8 @@ fn is_dist_info_file(name: &str) -> bool {
 /// Largest dist-info text (RECORD, METADATA, WHEEL) kept for parsing; a real RECORD of a
 /// large wheel is a few MB (torch 2.x: ~2 MB).
 const DIST_INFO_TEXT_LIMIT: u64 = 64 << 20;
+/// Requires-Dist lines read from one METADATA (torch 2.x has ~20; each is in the report).
+const REQUIRES_DIST_LIMIT: usize = 1000;
 /// Top-level `.dist-info` directories read in detail; more than one is already an error.
 const DIST_INFO_LIMIT: usize = 4;
 
@@ -457,6 +459,17 @@ fn read_member(
         });
         return r;
     }
+    // Python's zipfile reads exactly the declared size and checks the CRC over it: a member
+    // that inflates to another size is one pip refuses (or installs cut short).
+    if hasher.size() != declared {
+        r.problem = Some(ReadProblem::ZipDifferential {
+            member: r.name.clone(),
+            why: format!(
+                "it inflates to {} bytes, but the central directory declares {declared} (Python's zipfile reads {declared} and fails its CRC check)",
+                hasher.size()
+            ),
+        });
+    }
     r.digest = Some(hasher.finish());
     if elf::is_elf(&bytes) {
         r.binary = Some(analyse(&r.name, &bytes, opts));
@@ -596,7 +609,20 @@ fn read_dist_info(
         }
         let metadata_path = format!("{d}/METADATA");
         if let Some(text) = texts.get(&metadata_path) {
-            let headers = metadata::parse_headers(&String::from_utf8_lossy(text));
+            let mut headers = metadata::parse_headers(&String::from_utf8_lossy(text));
+            let mut seen = 0usize;
+            headers.retain(|(k, _)| {
+                let req = k.eq_ignore_ascii_case("Requires-Dist");
+                seen += usize::from(req);
+                !req || seen <= REQUIRES_DIST_LIMIT
+            });
+            if seen > REQUIRES_DIST_LIMIT {
+                problems.push(ReadProblem::OverLimit {
+                    file: metadata_path.clone(),
+                    what: "Requires-Dist lines",
+                    limit: REQUIRES_DIST_LIMIT as u64,
+                });
+            }
             let (reqs, bad) = metadata::parse_requires_dist(&headers);
             meta.requires_dist.extend(reqs);
             problems.extend(bad.into_iter().map(|b| ReadProblem::BadRequiresDist {

@@ -115,6 +115,8 @@ pub fn parse_requires_dist(
         match parse_one(v) {
             Ok(r) => reqs.push(r),
             Err(error) => {
+                // An over-long value is kept cut at the limit (it is echoed in the report).
+                let v = &clip(v, MAX_REQUIREMENT_LEN);
                 bad.push(BadRequirement {
                     value: v.clone(),
                     error,
@@ -136,6 +138,18 @@ pub fn parse_requires_dist(
         }
     }
     (reqs, bad)
+}
+
+/// `v` cut to at most `max` bytes (at a char boundary), with `…` when cut.
+pub fn clip(v: &str, max: usize) -> String {
+    if v.len() <= max {
+        return v.to_string();
+    }
+    let mut end = max;
+    while !v.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &v[..end])
 }
 
 fn parse_one(v: &str) -> Result<Requirement, String> {

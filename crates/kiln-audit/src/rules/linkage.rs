@@ -114,7 +114,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 ));
             }
         }
-        if let Some((plat, (machine, name))) = machine_expected(artifact) {
+        if let Some((plat, (machine, name))) = machine_expected(artifact, policy) {
             if elf.machine != machine {
                 findings.push(finding(
                     "tags/machine-mismatch",
@@ -236,13 +236,13 @@ fn glibc_ceiling(artifact: &Artifact, policy: &Policy) -> Option<(String, (u32, 
         .min_by_key(|(_, c)| *c)
 }
 
-/// The architecture the wheel's platform tags name (the first tag that names one).
-fn machine_expected(artifact: &Artifact) -> Option<(String, (u16, &'static str))> {
-    let w = artifact.wheel.as_ref()?;
-    w.tags
-        .iter()
-        .chain(w.filename.iter().flat_map(|f| &f.tags))
+/// The architecture the wheel's platform tags (or --platform) name: the first that names one.
+fn machine_expected(artifact: &Artifact, policy: &Policy) -> Option<(String, (u16, &'static str))> {
+    let w = artifact.wheel.as_ref();
+    w.into_iter()
+        .flat_map(|w| w.tags.iter().chain(w.filename.iter().flat_map(|f| &f.tags)))
         .map(|t| platform::platform_of(t))
+        .chain(policy.platform.as_deref())
         .find_map(|p| platform::machine_for(p).map(|m| (p.to_string(), m)))
 }
 

@@ -100,7 +100,10 @@ fn problem(p: &ReadProblem) -> Finding {
         } => finding(
             "metadata/bad-requires-dist",
             metadata,
-            format!("Requires-Dist {value:?} is not PEP 508: {error}"),
+            format!(
+                "Requires-Dist {:?} is not PEP 508: {error}",
+                kiln_wheel::metadata::clip(value, 200)
+            ),
             "write the requirement as PEP 508 (name, specifier, marker)",
         ),
         ReadProblem::ZipDifferential { member, why } => finding(
