@@ -51,6 +51,7 @@ fn outside_dist_info(name: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs gcc, python3 with pip and a kiln build: `cargo xtask test --only hostile` runs it (cargo test -p kiln-hostile -- --include-ignored)"]
 fn pip_installs_what_the_audit_read_or_the_audit_fails() {
     let root = tempfile::tempdir().unwrap();
     let elf_dir = root.path().join("elfs");
@@ -141,6 +142,7 @@ fn pip_installs_what_the_audit_read_or_the_audit_fails() {
 }
 
 #[test]
+#[ignore = "needs gcc, python3 with pip and a kiln build: `cargo xtask test --only hostile` runs it (cargo test -p kiln-hostile -- --include-ignored)"]
 fn the_loader_loads_what_the_audit_passed() {
     let root = tempfile::tempdir().unwrap();
     let elf_dir = root.path().join("elfs");

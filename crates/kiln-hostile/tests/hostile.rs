@@ -126,6 +126,7 @@ fn check(
 }
 
 #[test]
+#[ignore = "needs gcc, python3 with pip and a kiln build: `cargo xtask test --only hostile` runs it (cargo test -p kiln-hostile -- --include-ignored)"]
 fn every_hostile_case_gets_its_verdict_within_limits() {
     let root = tempfile::tempdir().unwrap();
     let elf_dir = root.path().join("elfs");
@@ -171,6 +172,7 @@ fn every_hostile_case_gets_its_verdict_within_limits() {
 /// The limits themselves can fail: a case whose expectation is wrong, a run over the time
 /// limit and a raw escape are each caught.
 #[test]
+#[ignore = "needs gcc, python3 with pip and a kiln build: `cargo xtask test --only hostile` runs it (cargo test -p kiln-hostile -- --include-ignored)"]
 fn the_checks_catch_what_they_forbid() {
     assert_eq!(raw_control("ok\nfine – ü"), None);
     assert_eq!(raw_control("x\u{1b}[2J"), Some('\u{1b}'));
