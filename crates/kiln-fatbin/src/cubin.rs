@@ -60,3 +60,41 @@ pub fn kernels(bytes: &[u8]) -> Result<Vec<String>> {
     names.dedup();
     Ok(names)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ELF64 little-endian header with EM_CUDA, the given EI_ABIVERSION and e_flags.
+    fn header(abi: u8, flags: u32) -> Vec<u8> {
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 2;
+        h[5] = 1;
+        h[7] = 0x41; // ELFOSABI_CUDA, as nvcc writes it
+        h[8] = abi;
+        h[18..20].copy_from_slice(&EM_CUDA.to_le_bytes());
+        h[48..52].copy_from_slice(&flags.to_le_bytes());
+        h
+    }
+
+    #[test]
+    fn sm_from_e_flags_at_both_abi_versions() {
+        // nvcc 13.0.88 (ABI version 8), measured: sm_80, sm_86, sm_90(a), sm_100(a/f), sm_120.
+        for (flags, sm) in [
+            (0x0600_5004, 80),
+            (0x0600_5604, 86),
+            (0x0600_5a04, 90),
+            (0x0600_6402, 100),
+            (0x0600_7802, 120),
+        ] {
+            assert_eq!(super::sm(&header(8, flags)).unwrap(), sm, "{flags:#x}");
+        }
+        // CUDA <= 12 (ABI version 7): EF_CUDA_SM in the low byte; sm_80 is 0x500550.
+        assert_eq!(super::sm(&header(7, 0x0050_0550)).unwrap(), 80);
+        let mut not_cuda = header(8, 0x0600_5004);
+        not_cuda[18] = 62;
+        assert!(super::sm(&not_cuda).is_err());
+        assert!(super::sm(&header(8, 0)[..40]).is_err());
+    }
+}
