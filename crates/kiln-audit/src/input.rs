@@ -433,7 +433,10 @@ fn read_member(
                 if bytes.len() >= 4 {
                     let k = elf::is_elf(&bytes) || dist_info;
                     if k {
-                        bytes.reserve_exact(declared.min(512 << 20) as usize);
+                        // Reserve what the member can really inflate to: deflate expands at
+                        // most 1032:1, so a lying declared size cannot reserve more.
+                        let plausible = declared.min(compressed.saturating_mul(1032));
+                        bytes.reserve_exact(plausible.min(512 << 20) as usize);
                     } else {
                         bytes = Vec::new();
                     }
