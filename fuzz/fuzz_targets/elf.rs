@@ -3,7 +3,11 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
+#[path = "oracle.rs"]
+mod oracle;
+
 fuzz_target!(|data: &[u8]| {
+    let oracle = oracle::Oracle::start(data.len());
     let opts = kiln_audit::Options {
         max_member_size: 64 << 20,
         max_total_size: 256 << 20,
@@ -23,5 +27,6 @@ fuzz_target!(|data: &[u8]| {
         platform: Some("manylinux_2_28_x86_64".into()),
         runtime: Default::default(),
     };
-    let _ = kiln_audit::evaluate(std::path::Path::new("x.whl"), artifact, &policy);
+    let report = kiln_audit::evaluate(std::path::Path::new("x.whl"), artifact, &policy);
+    oracle.check(Some(&report));
 });

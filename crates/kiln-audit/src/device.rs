@@ -5,6 +5,7 @@ use kiln_fatbin::container;
 use kiln_pins::{Target, Variant};
 use rayon::prelude::*;
 use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceCode {
@@ -127,9 +128,29 @@ pub struct EntryFacts {
     pub ptx_isa: Option<String>,
     #[serde(skip)]
     pub ptx_isa_num: Option<(u32, u32)>,
+    /// The entry header names one target, the payload itself another (a cubin's ELF `e_flags`,
+    /// PTX `.target`): how. The driver goes by the payload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label_mismatch: Option<String>,
     /// Why the payload could not be read; the entry is still listed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// Bytes all compressed entries of one section may inflate to together: a fixed allowance plus
+/// 64x the section. Real CUDA 13 `--compress-mode=size` fatbins inflate a few times; zstd can
+/// claim 32768x, so without a budget 1 MB of hostile entries would inflate to ~32 GB.
+fn decompression_budget(section_len: usize) -> u64 {
+    (128u64 << 20).saturating_add((section_len as u64).saturating_mul(64))
+}
+
+/// Takes `n` bytes from the budget; false (nothing taken) when fewer are left.
+fn take(budget: &AtomicU64, n: u64) -> bool {
+    budget
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+            left.checked_sub(n)
+        })
+        .is_ok()
 }
 
 /// Reads a `.nv_fatbin` section. Err: the container structure itself is broken.
@@ -140,9 +161,10 @@ pub fn read(section: &[u8], list_kernels: bool) -> Result<DeviceCode, String> {
         .enumerate()
         .flat_map(|(i, c)| c.entries.iter().map(move |e| (i, e)))
         .collect();
+    let budget = AtomicU64::new(decompression_budget(section.len()));
     let entries = flat
         .par_iter()
-        .map(|(i, e)| entry_facts(*i, e, list_kernels))
+        .map(|(i, e)| entry_facts(*i, e, list_kernels, &budget))
         .collect();
     Ok(DeviceCode {
         containers: containers.len(),
@@ -150,7 +172,12 @@ pub fn read(section: &[u8], list_kernels: bool) -> Result<DeviceCode, String> {
     })
 }
 
-fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> EntryFacts {
+fn entry_facts(
+    container: usize,
+    e: &container::Entry,
+    list_kernels: bool,
+    budget: &AtomicU64,
+) -> EntryFacts {
     let mut facts = EntryFacts {
         container,
         offset: e.offset,
@@ -184,6 +211,7 @@ fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> En
         kernels: Vec::new(),
         ptx_isa: None,
         ptx_isa_num: None,
+        label_mismatch: None,
         error: None,
     };
     if e.kind == container::EntryKind::Ptx {
@@ -193,6 +221,16 @@ fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> En
     }
     let needs_payload = list_kernels || e.kind == container::EntryKind::Ptx;
     if !needs_payload || matches!(e.kind, container::EntryKind::Other(_)) {
+        return finish(facts);
+    }
+    if let Err(err) = e.check_claim() {
+        facts.error = Some(err.to_string());
+        return finish(facts);
+    }
+    if e.compression != container::Compression::None && !take(budget, e.decompressed_size) {
+        facts.error = Some(
+            "not decompressed: the section's compressed entries claim more inflated bytes together than its budget (128 MiB + 64x the section size)".into(),
+        );
         return finish(facts);
     }
     thread_local! {
@@ -215,15 +253,38 @@ fn entry_facts(container: usize, e: &container::Entry, list_kernels: bool) -> En
 
 fn read_payload(e: &container::Entry, payload: &[u8], facts: &mut EntryFacts) {
     match e.kind {
-        container::EntryKind::Elf => match kiln_fatbin::cubin::kernels(payload) {
-            Ok(k) => facts.kernels = k,
-            Err(err) => facts.error = Some(err.to_string()),
-        },
+        container::EntryKind::Elf => {
+            match kiln_fatbin::cubin::sm(payload) {
+                Ok(sm) if sm != e.sm => {
+                    facts.label_mismatch = Some(format!(
+                        "the entry header says sm_{}, the cubin's own ELF header says sm_{sm}",
+                        e.sm
+                    ))
+                }
+                Ok(_) => {}
+                Err(err) => facts.error = Some(err.to_string()),
+            }
+            match kiln_fatbin::cubin::kernels(payload) {
+                Ok(k) => facts.kernels = k,
+                Err(err) => facts.error = Some(err.to_string()),
+            }
+        }
         container::EntryKind::Ptx => {
             match kiln_fatbin::ptx::parse(&String::from_utf8_lossy(payload)) {
                 Ok(info) => {
                     facts.ptx_isa_num = Some(info.isa);
                     facts.kernels = info.kernels;
+                    match kiln_fatbin::ptx::target_arch(&info.target) {
+                        Some((sm, variant)) if (sm, variant) == (e.sm, e.variant) => {}
+                        _ => {
+                            facts.label_mismatch = Some(format!(
+                                "the entry header says compute_{}{}, the PTX says `.target {}`",
+                                e.sm,
+                                e.variant.suffix(),
+                                info.target
+                            ))
+                        }
+                    }
                 }
                 Err(err) => facts.error = Some(err.to_string()),
             }

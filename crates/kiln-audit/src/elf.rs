@@ -5,6 +5,8 @@ use object::read::elf::{Dyn, FileHeader, SectionHeader, Sym};
 use object::Endianness;
 use serde::Serialize;
 
+use crate::elf_dynamic::{self, DynamicView};
+
 type Header = elf::FileHeader64<Endianness>;
 
 /// `.note.dlopen` (FDO "ELF dlopen metadata"): owner "FDO", type 0x407c0c0a, JSON payload.
@@ -30,6 +32,10 @@ pub struct ElfFacts {
     /// `.nv_fatbin` contents (file offset and bytes are resolved by the caller).
     #[serde(skip)]
     pub nv_fatbin: Option<std::ops::Range<usize>>,
+    /// The section headers' `.dynamic` differs from what the loader reads through `PT_DYNAMIC`
+    /// (the facts above are the loader's): how.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic_mismatch: Option<String>,
     /// `__nv_relfatbin` present: relocatable device code, never loaded by the driver.
     pub has_relfatbin: bool,
     /// kiln's build manifest, from the `.kiln_manifest` section (kiln-kernels puts it there).
@@ -70,33 +76,49 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
         ..Default::default()
     };
 
+    // The section headers' view (what readelf -d shows), then the loader's (PT_DYNAMIC): the
+    // facts are the loader's, and any difference between the two is itself a fact.
+    let mut sec = DynamicView::default();
+    let mut has_dynamic_section = false;
     for section in sections.iter() {
         if section.sh_type(endian) == elf::SHT_DYNAMIC {
             let Some((dyns, link)) = section.dynamic(endian, data).map_err(|e| e.to_string())?
             else {
                 continue;
             };
+            has_dynamic_section = true;
             let strings = sections
                 .strings(endian, data, link)
                 .map_err(|e| e.to_string())?;
             for d in dyns {
-                let tag = d.d_tag(endian) as u32;
+                let tag = d.d_tag(endian);
+                if tag == elf::DT_NULL as u64 {
+                    break;
+                }
                 let text = || -> Result<String, String> {
                     let s = d
                         .string(endian, strings)
                         .map_err(|e| format!("dynamic string: {e}"))?;
                     Ok(String::from_utf8_lossy(s).into_owned())
                 };
-                match tag {
-                    elf::DT_NEEDED => facts.needed.push(text()?),
-                    elf::DT_SONAME => facts.soname = Some(text()?),
-                    elf::DT_RUNPATH => facts.runpath.extend(
+                match u32::try_from(tag).unwrap_or(0) {
+                    elf::DT_NEEDED => {
+                        if sec.needed.len() == elf_dynamic::MAX_NEEDED {
+                            return Err(format!(
+                                "more than {} DT_NEEDED entries",
+                                elf_dynamic::MAX_NEEDED
+                            ));
+                        }
+                        sec.needed.push(text()?)
+                    }
+                    elf::DT_SONAME => sec.soname = Some(text()?),
+                    elf::DT_RUNPATH => sec.runpath.extend(
                         text()?
                             .split(':')
                             .filter(|s| !s.is_empty())
                             .map(String::from),
                     ),
-                    elf::DT_RPATH => facts.rpath.extend(
+                    elf::DT_RPATH => sec.rpath.extend(
                         text()?
                             .split(':')
                             .filter(|s| !s.is_empty())
@@ -107,7 +129,7 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
             }
         }
     }
-
+    let mut section_version_needs = Vec::new();
     if let Some((mut verneed, link)) = sections
         .gnu_verneed(endian, data)
         .map_err(|e| e.to_string())?
@@ -115,23 +137,73 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
         let strings = sections
             .strings(endian, data, link)
             .map_err(|e| e.to_string())?;
-        while let Some((_, mut aux)) = verneed.next().map_err(|e| e.to_string())? {
+        // Each record is 16 bytes; more iterations than that means the links loop.
+        let budget = data.len() / 16 + 1;
+        let mut records = 0usize;
+        while let Some((record, mut aux)) = verneed.next().map_err(|e| e.to_string())? {
+            let version = record.vn_version.get(endian);
+            if version != 1 {
+                return Err(format!(
+                    "unsupported version {version} of a Verneed record (ld.so refuses the file)"
+                ));
+            }
+            records += 1;
+            if records > budget {
+                return Err(
+                    "version-needs table loops (more records than the file can hold)".into(),
+                );
+            }
             while let Some(vernaux) = aux.next().map_err(|e| e.to_string())? {
-                let name = vernaux.name(endian, strings).map_err(|e| e.to_string())?;
-                let name = String::from_utf8_lossy(name);
-                if let Some(v) = name.strip_prefix("GLIBC_") {
-                    if let Some(v) = parse_major_minor(v) {
-                        facts.max_glibc = facts.max_glibc.max(Some(v));
-                    }
-                } else if let Some(v) = name.strip_prefix("GLIBCXX_") {
-                    let newer = match &facts.max_glibcxx {
-                        None => true,
-                        Some(cur) => version_key(v) > version_key(cur),
-                    };
-                    if newer && !v.is_empty() {
-                        facts.max_glibcxx = Some(v.to_string());
-                    }
+                records += 1;
+                if records > budget {
+                    return Err(
+                        "version-needs table loops (more entries than the file can hold)".into(),
+                    );
                 }
+                let name = vernaux.name(endian, strings).map_err(|e| e.to_string())?;
+                section_version_needs.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+    }
+    let version_needs = match elf_dynamic::read(data)? {
+        Some(view) => {
+            if has_dynamic_section {
+                if let Some(diff) = differ(&sec, &view) {
+                    facts.dynamic_mismatch = Some(diff);
+                }
+            }
+            let needs = view.version_needs;
+            facts.needed = view.needed;
+            facts.soname = view.soname;
+            facts.runpath = view.runpath;
+            facts.rpath = view.rpath;
+            if needs.is_empty() {
+                section_version_needs
+            } else {
+                needs
+            }
+        }
+        None => {
+            if has_dynamic_section && sec != DynamicView::default() {
+                facts.dynamic_mismatch = Some(
+                    "section headers carry a .dynamic with entries, but there is no PT_DYNAMIC program header: the loader sees none of them".into(),
+                );
+            }
+            section_version_needs
+        }
+    };
+    for name in &version_needs {
+        if let Some(v) = name.strip_prefix("GLIBC_") {
+            if let Some(v) = parse_major_minor(v) {
+                facts.max_glibc = facts.max_glibc.max(Some(v));
+            }
+        } else if let Some(v) = name.strip_prefix("GLIBCXX_") {
+            let newer = match &facts.max_glibcxx {
+                None => true,
+                Some(cur) => version_key(v) > version_key(cur),
+            };
+            if newer && !v.is_empty() {
+                facts.max_glibcxx = Some(v.to_string());
             }
         }
     }
@@ -213,6 +285,35 @@ fn read_dlopen_note(desc: &[u8], facts: &mut ElfFacts) {
             .dlopen_errors
             .push(format!("`.note.dlopen` JSON: {e}")),
     }
+}
+
+/// How the section view differs from the loader's, if it does.
+fn differ(sec: &DynamicView, ld: &DynamicView) -> Option<String> {
+    let mut parts = Vec::new();
+    if sec.needed != ld.needed {
+        parts.push(format!("NEEDED {:?} vs {:?}", sec.needed, ld.needed));
+    }
+    if sec.soname != ld.soname {
+        parts.push(format!("SONAME {:?} vs {:?}", sec.soname, ld.soname));
+    }
+    if sec.runpath != ld.runpath || sec.rpath != ld.rpath {
+        parts.push(format!(
+            "RUNPATH/RPATH {:?} vs {:?}",
+            [&sec.runpath, &sec.rpath],
+            [&ld.runpath, &ld.rpath]
+        ));
+    }
+    (!parts.is_empty()).then(|| {
+        let mut text = format!(
+            "section headers say / PT_DYNAMIC says: {}",
+            parts.join("; ")
+        );
+        if text.len() > 1000 {
+            text.truncate(text.floor_char_boundary(1000));
+            text.push('…');
+        }
+        text
+    })
 }
 
 fn parse_major_minor(v: &str) -> Option<(u32, u32)> {

@@ -96,6 +96,23 @@ pub enum ReadProblem {
         value: String,
         error: String,
     },
+    /// Python's `zipfile` (so pip) would list, name or place this member differently from the
+    /// zip reader the audit used, or would refuse the archive (`member` "" for the whole file).
+    ZipDifferential { member: String, why: String },
+    /// A member whose Unix mode says symbolic link: pip writes it as a regular file holding the
+    /// link target, so it is never analysed and never satisfies a NEEDED.
+    SymlinkMember { member: String },
+    /// The dist-info pip would refuse or read differently (none, several, misnamed, WHEEL or
+    /// METADATA missing, Wheel-Version not 1.x).
+    BadDistInfo { dist_info: String, why: String },
+    /// More bytes inflated from all members together than the input limit.
+    InflatedTooLarge { inflated: u64, limit: u64 },
+    /// A count past its hard cap (`what` says which); the rest was not read.
+    OverLimit {
+        file: String,
+        what: &'static str,
+        limit: u64,
+    },
 }
 
 #[derive(Debug, Clone)]

@@ -43,13 +43,16 @@ pub struct Finding {
 pub const RULES: &[(&str, Severity)] = &[
     ("input/unreadable-member", Severity::Error),
     ("elf/unreadable", Severity::Error),
+    ("elf/dynamic-mismatch", Severity::Error),
     ("fatbin/malformed", Severity::Error),
     ("fatbin/bad-entry", Severity::Error),
+    ("fatbin/target-mismatch", Severity::Error),
     ("linkage/unresolved-needed", Severity::Error),
     ("linkage/unresolved-dlopen", Severity::Error),
     ("linkage/driver-stub-needed", Severity::Error),
     ("linkage/driver-bundled", Severity::Error),
     ("linkage/build-tree-runpath", Severity::Error),
+    ("linkage/needed-path", Severity::Error),
     ("linkage/bad-dlopen-note", Severity::Warning),
     ("arch/missing-sass", Severity::Error),
     ("arch/kernel-missing-sass", Severity::Error),
@@ -69,12 +72,18 @@ pub const RULES: &[(&str, Severity)] = &[
     ("wheel/record-mismatch", Severity::Error),
     ("wheel/record-missing", Severity::Error),
     ("wheel/no-dist-info", Severity::Error),
+    ("wheel/zip-differential", Severity::Error),
+    ("wheel/symlink-member", Severity::Error),
+    ("wheel/bad-dist-info", Severity::Error),
+    ("input/too-large", Severity::Error),
+    ("input/over-limit", Severity::Error),
     ("metadata/missing-requires-dist", Severity::Error),
     ("metadata/requires-dist-pin", Severity::Error),
     ("metadata/requires-dist-exact", Severity::Warning),
     ("metadata/bad-requires-dist", Severity::Warning),
     ("tags/glibc-too-new", Severity::Error),
     ("tags/abi3-links-libpython", Severity::Error),
+    ("tags/machine-mismatch", Severity::Error),
     ("tags/filename-mismatch", Severity::Warning),
 ];
 
@@ -128,8 +137,62 @@ pub(crate) fn finding_lower(
     }
 }
 
+/// Keeps the first `cap` findings of each rule (input sorted by severity, then rule) and adds,
+/// per rule over the cap, one finding that counts the rest: linear, and the report stays small
+/// however many findings a hostile input produces.
+pub fn aggregate(findings: Vec<Finding>, cap: usize) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::with_capacity(findings.len().min(4096));
+    let mut current: Option<(&'static str, Severity)> = None;
+    let mut kept = 0usize;
+    let mut dropped = 0usize;
+    let flush = |out: &mut Vec<Finding>, rule: Option<(&'static str, Severity)>, dropped: usize| {
+        if let (Some((rule, severity)), true) = (rule, dropped > 0) {
+            out.push(Finding {
+                rule,
+                severity,
+                file: String::new(),
+                message: format!("… and {dropped} more findings of this rule, not listed"),
+                fix: "fix the ones listed and audit again".into(),
+            });
+        }
+    };
+    for f in findings {
+        if current != Some((f.rule, f.severity)) {
+            flush(&mut out, current, dropped);
+            current = Some((f.rule, f.severity));
+            kept = 0;
+            dropped = 0;
+        }
+        if kept < cap {
+            kept += 1;
+            out.push(f);
+        } else {
+            dropped += 1;
+        }
+    }
+    flush(&mut out, current, dropped);
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn findings_past_the_cap_are_counted_not_listed() {
+        let f = |rule, file: &str| super::finding(rule, file, "m".into(), "x");
+        let mut all: Vec<super::Finding> = (0..250)
+            .map(|i| f("wheel/record-missing", &format!("a{i}")))
+            .collect();
+        all.push(f("wheel/unsafe-path", "b"));
+        let out = super::aggregate(all, 100);
+        assert_eq!(out.len(), 102, "{out:?}");
+        assert_eq!(
+            out[100].message,
+            "… and 150 more findings of this rule, not listed"
+        );
+        assert_eq!(out[100].rule, "wheel/record-missing");
+        assert_eq!(out[101].file, "b");
+    }
+
     #[test]
     fn every_rule_used_in_the_source_is_registered() {
         let src_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");

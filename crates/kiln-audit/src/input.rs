@@ -1,10 +1,13 @@
 //! Reads an input (a wheel, one ELF file, or a directory) into an [`Artifact`]: every binary's
-//! facts plus wheel metadata. Files are memory-mapped; wheel members are decompressed in
-//! parallel, each once (hash for RECORD and ELF analysis from the same buffer).
+//! facts plus wheel metadata. Files are read with positioned reads (never mapped: a file
+//! truncated meanwhile is an error, not SIGBUS); wheel members are decompressed in parallel,
+//! each once (hash for RECORD and ELF analysis from the same buffer). The archive is also listed
+//! the way Python's `zipfile` lists it (`zip_view`), and every difference is a read problem.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use kiln_wheel::record::{self, Hasher, MemberDigest};
 use kiln_wheel::{archive, metadata, tags};
@@ -16,22 +19,46 @@ use crate::error::AuditError;
 use crate::facts::{Artifact, Binary, DistRecord, InputKind, ReadProblem, WheelMeta};
 use crate::options::{Options, Progress};
 use crate::runpath;
+use crate::source::{self, Source};
+use crate::zip_view;
 
 pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
     let meta = std::fs::metadata(path).map_err(|e| AuditError::io(path, e))?;
     if meta.is_dir() {
         return read_dir(path, opts, progress);
     }
-    let map = map_file(path)?;
-    if map.starts_with(b"PK\x03\x04") || map.starts_with(b"PK\x05\x06") {
-        read_wheel(path, &map, opts, progress)
-    } else if elf::is_elf(&map) {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let binary = analyse(&name, &map, opts);
-        let root = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let (file, len) = source::open_regular(path).map_err(|e| AuditError::open(path, e))?;
+    if len > opts.max_total_size {
+        return Err(AuditError::TooLarge(
+            path.to_path_buf(),
+            len,
+            opts.max_total_size,
+        ));
+    }
+    let src = Source::File(std::sync::Arc::new(file), len);
+    let head = src.bytes_at(0, 4).unwrap_or_default();
+    let named_wheel = path.extension().is_some_and(|e| e == "whl");
+    if head.starts_with(b"PK") {
+        return read_wheel_source(path, &src, opts, progress);
+    }
+    let is_elf = elf::is_elf(&head);
+    let is_fatbin = head.len() == 4 && kiln_fatbin::container::is_fatbin(&head);
+    // An ELF or fatbin that Python's zipfile also opens: pip would install the zip, the loader
+    // would load the ELF; which one was audited is ambiguous, so neither is.
+    if (is_elf || is_fatbin) && (named_wheel || zip_view::opens_as_zip(&src)) {
+        return Err(AuditError::Polyglot(path.to_path_buf()));
+    }
+    if !is_elf && !is_fatbin {
+        return Err(AuditError::Unrecognized(path.to_path_buf()));
+    }
+    let bytes = read_all(&src).map_err(|e| AuditError::io(path, e))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let root = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    if is_elf {
+        let binary = analyse(&name, &bytes, opts);
         let beside = libraries_beside(&root, &binary);
         Ok(Artifact {
             kind: InputKind::Elf,
@@ -41,32 +68,37 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             beside,
             ..Artifact::empty(InputKind::Elf)
         })
-    } else if kiln_fatbin::container::is_fatbin(&map) {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    } else {
         let mut binary = Binary {
             path: name.clone(),
-            size: map.len() as u64,
+            size: bytes.len() as u64,
             elf: None,
             device: None,
             elf_error: None,
             device_error: None,
         };
-        match device::read(&map, opts.list_kernels) {
+        match device::read(&bytes, opts.list_kernels) {
             Ok(d) => binary.device = Some(d),
             Err(e) => binary.device_error = Some(e),
         }
         Ok(Artifact {
-            root: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            root,
             files: BTreeSet::from([name]),
             binaries: vec![binary],
             ..Artifact::empty(InputKind::Fatbin)
         })
-    } else {
-        Err(AuditError::Unrecognized(path.to_path_buf()))
     }
+}
+
+/// The whole source, read (not mapped); a file that shrinks meanwhile is an error.
+fn read_all(src: &Source) -> std::io::Result<Vec<u8>> {
+    let len = usize::try_from(src.len()).map_err(std::io::Error::other)?;
+    src.bytes_at(0, len).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the file shrank while it was read",
+        )
+    })
 }
 
 /// Which `$ORIGIN`-relative candidates for the sonames a lone ELF loads exist on disk next to it.
@@ -83,13 +115,6 @@ fn libraries_beside(root: &Path, binary: &Binary) -> BTreeSet<String> {
         .map(|(_, candidate)| candidate)
         .filter(|candidate| root.join(candidate).exists())
         .collect()
-}
-
-fn map_file(path: &Path) -> Result<memmap2::Mmap, AuditError> {
-    let file = std::fs::File::open(path).map_err(|e| AuditError::io(path, e))?;
-    // SAFETY: the input is only read; a concurrent writer can at worst give us torn bytes,
-    // which every reader here treats as untrusted anyway.
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| AuditError::io(path, e))
 }
 
 /// ELF facts and device code of one binary held in memory.
@@ -130,6 +155,14 @@ fn is_dist_info_file(name: &str) -> bool {
     matches!((parts.next(), parts.next(), parts.next()), (Some(d), Some("RECORD" | "METADATA" | "WHEEL"), None) if d.ends_with(".dist-info"))
 }
 
+/// Largest dist-info text (RECORD, METADATA, WHEEL) kept for parsing; a real RECORD of a
+/// large wheel is a few MB (torch 2.x: ~2 MB).
+const DIST_INFO_TEXT_LIMIT: u64 = 64 << 20;
+/// Requires-Dist lines read from one METADATA (torch 2.x has ~20; each is in the report).
+const REQUIRES_DIST_LIMIT: usize = 1000;
+/// Top-level `.dist-info` directories read in detail; more than one is already an error.
+const DIST_INFO_LIMIT: usize = 4;
+
 /// Reads a wheel held in memory (`path` names it in errors and gives the file name tags).
 pub fn read_wheel(
     path: &Path,
@@ -137,30 +170,59 @@ pub fn read_wheel(
     opts: &Options,
     progress: &dyn Progress,
 ) -> Result<Artifact, AuditError> {
-    let archive = zip::ZipArchive::new(std::io::Cursor::new(map))
+    read_wheel_source(path, &Source::Memory(map), opts, progress)
+}
+
+fn read_wheel_source(
+    path: &Path,
+    src: &Source,
+    opts: &Options,
+    progress: &dyn Progress,
+) -> Result<Artifact, AuditError> {
+    let archive = zip::ZipArchive::new(src.reader())
         .map_err(|e| AuditError::Zip(path.to_path_buf(), e.to_string()))?;
     let mut problems = Vec::new();
     let mut indices = Vec::new();
     let mut files = BTreeSet::new();
+    let mut all_names = Vec::new();
+    let mut symlinks = BTreeSet::new();
     let mut declared_total: u64 = 0;
+    let mut ours = Vec::with_capacity(archive.len());
+    let mut raw = archive.clone();
     for i in 0..archive.len() {
-        let name = archive.name_for_index(i).unwrap_or("").to_string();
-        if name.ends_with('/') {
+        let Ok(f) = raw.by_index_raw(i) else {
+            let name = archive.name_for_index(i).unwrap_or("?").to_string();
+            problems.push(ReadProblem::UnreadableMember {
+                member: name,
+                action: "read",
+                error: "unreadable central directory entry".into(),
+            });
             continue;
-        }
+        };
+        ours.push((f.name_raw().to_vec(), f.header_start()));
+        let name = f.name().to_string();
+        let is_symlink = f.is_symlink();
+        // Unsafe paths first: a directory entry is extracted too (pip creates it).
         if let Some(why) = archive::unsafe_path(&name) {
             problems.push(ReadProblem::UnsafePath { member: name, why });
             continue;
         }
-        files.insert(name);
+        all_names.push(name.clone());
+        if name.ends_with('/') {
+            continue;
+        }
+        declared_total = declared_total.saturating_add(f.size());
+        if is_symlink {
+            problems.push(ReadProblem::SymlinkMember {
+                member: name.clone(),
+            });
+            symlinks.insert(name.clone());
+        } else {
+            files.insert(name);
+        }
         indices.push(i);
     }
-    let mut archive_for_sizes = archive.clone();
-    for &i in &indices {
-        if let Ok(f) = archive_for_sizes.by_index_raw(i) {
-            declared_total = declared_total.saturating_add(f.size());
-        }
-    }
+    compare_with_python(src, &ours, &mut problems);
     if declared_total > opts.max_total_size {
         return Err(AuditError::TooLarge(
             path.to_path_buf(),
@@ -168,15 +230,23 @@ pub fn read_wheel(
             opts.max_total_size,
         ));
     }
-    progress.begin(map.len() as u64, "reading wheel");
+    progress.begin(src.len(), "reading wheel");
+    let inflated = AtomicU64::new(0);
     let results: Vec<MemberResult> = indices
         .par_iter()
         .map_init(
             || archive.clone(),
-            |ar, &i| read_member(ar, i, opts, progress),
+            |ar, &i| read_member(ar, i, opts, &inflated, progress),
         )
         .collect();
     progress.end();
+    let total = inflated.load(Ordering::Relaxed);
+    if total > opts.max_total_size {
+        problems.push(ReadProblem::InflatedTooLarge {
+            inflated: total,
+            limit: opts.max_total_size,
+        });
+    }
 
     let mut binaries = Vec::new();
     let mut texts: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -186,6 +256,9 @@ pub fn read_wheel(
         if let Some(d) = r.digest {
             digests.insert(r.name.clone(), d);
         }
+        if symlinks.contains(&r.name) {
+            continue;
+        }
         binaries.extend(r.binary);
         if let Some(t) = r.text {
             texts.insert(r.name, t);
@@ -194,6 +267,7 @@ pub fn read_wheel(
     let filename = path
         .file_name()
         .and_then(|n| tags::parse_filename(&n.to_string_lossy()));
+    check_dist_info(&all_names, &texts, filename.as_ref(), &mut problems);
     let meta = read_dist_info(&texts, filename, &mut problems);
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Artifact {
@@ -206,10 +280,83 @@ pub fn read_wheel(
     })
 }
 
+/// The zip crate's listing (`ours`: raw name, local header offset) against Python's, then what
+/// `ZipFile.open` checks per member (local header name) and what it refuses (overlaps).
+fn compare_with_python(src: &Source, ours: &[(Vec<u8>, u64)], problems: &mut Vec<ReadProblem>) {
+    let theirs = match zip_view::python_listing(src) {
+        Ok(t) => t,
+        Err(why) => {
+            problems.push(ReadProblem::ZipDifferential {
+                member: String::new(),
+                why: format!("Python's zipfile refuses the archive: {why}"),
+            });
+            return;
+        }
+    };
+    let same = theirs.len() == ours.len()
+        && theirs
+            .iter()
+            .zip(ours)
+            .all(|(t, (name, at))| &t.name == name && t.header_offset == *at);
+    if !same {
+        problems.push(ReadProblem::ZipDifferential {
+            member: String::new(),
+            why: format!(
+                "Python's zipfile lists {} member(s), the audit's reader {}, and they differ (several end-of-central-directory records, or a directory the two readers locate differently)",
+                theirs.len(),
+                ours.len()
+            ),
+        });
+        return;
+    }
+    let mut names = BTreeSet::new();
+    let mut spans = Vec::with_capacity(theirs.len());
+    for e in &theirs {
+        let member = e.name_lossy();
+        if !names.insert(e.name.as_slice()) {
+            problems.push(ReadProblem::ZipDifferential {
+                member: member.clone(),
+                why: "the name occurs twice in the central directory (Python keeps the last, the audit read the first)".into(),
+            });
+        }
+        match zip_view::local_header(src, e) {
+            Ok((local, end)) => {
+                if local != e.name {
+                    problems.push(ReadProblem::ZipDifferential {
+                        member: member.clone(),
+                        why: format!(
+                            "local header names it {:?}: Python's zipfile refuses to open it",
+                            String::from_utf8_lossy(&local)
+                        ),
+                    });
+                }
+                spans.push((e.header_offset, end, member));
+            }
+            Err(why) => problems.push(ReadProblem::ZipDifferential {
+                member,
+                why: format!("Python's zipfile cannot open it: {why}"),
+            }),
+        }
+    }
+    spans.sort();
+    for w in spans.windows(2) {
+        if w[1].0 < w[0].1 {
+            problems.push(ReadProblem::ZipDifferential {
+                member: w[1].2.clone(),
+                why: format!(
+                    "its bytes overlap those of {:?} (one stored stream read as two members)",
+                    w[0].2
+                ),
+            });
+        }
+    }
+}
+
 fn read_member(
-    ar: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>,
+    ar: &mut zip::ZipArchive<source::SourceReader<'_>>,
     i: usize,
     opts: &Options,
+    inflated: &AtomicU64,
     progress: &dyn Progress,
 ) -> MemberResult {
     let mut r = MemberResult {
@@ -243,11 +390,18 @@ fn read_member(
         });
         return r;
     }
+    let dist_info = is_dist_info_file(&r.name);
+    let keep_limit = if dist_info {
+        DIST_INFO_TEXT_LIMIT
+    } else {
+        opts.max_member_size
+    };
     // One pass: inflate in chunks, hash each chunk while it is in cache, and keep the bytes only
-    // for members that are analysed (ELF files, dist-info metadata).
+    // for members that are analysed (ELF files, dist-info metadata). Whether a member is an ELF
+    // is decided from its first 4 bytes, however few bytes the first read returns.
     let mut bytes = Vec::new();
     let mut hasher = Hasher::default();
-    let mut keep = None;
+    let mut keep: Option<bool> = None;
     let mut chunk = vec![0u8; 256 << 10];
     let mut limited = (&mut file).take(opts.max_member_size + 1);
     loop {
@@ -266,15 +420,37 @@ fn read_member(
         };
         let data = &chunk[..n];
         hasher.update(data);
-        let keep = *keep.get_or_insert_with(|| {
-            let k = elf::is_elf(data) || is_dist_info_file(&r.name);
-            if k {
-                bytes.reserve_exact(declared.min(512 << 20) as usize);
+        let total = inflated.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        if total > opts.max_total_size {
+            // Counted in `inflated`; the wheel-level problem names the total.
+            return r;
+        }
+        match keep {
+            Some(true) => bytes.extend_from_slice(data),
+            Some(false) => {}
+            None => {
+                bytes.extend_from_slice(data);
+                if bytes.len() >= 4 {
+                    let k = elf::is_elf(&bytes) || dist_info;
+                    if k {
+                        // Reserve what the member can really inflate to: deflate expands at
+                        // most 1032:1, so a lying declared size cannot reserve more.
+                        let plausible = declared.min(compressed.saturating_mul(1032));
+                        bytes.reserve_exact(plausible.min(512 << 20) as usize);
+                    } else {
+                        bytes = Vec::new();
+                    }
+                    keep = Some(k);
+                }
             }
-            k
-        });
-        if keep {
-            bytes.extend_from_slice(data);
+        }
+        if keep == Some(true) && bytes.len() as u64 > keep_limit {
+            r.problem = Some(ReadProblem::MemberTooLarge {
+                member: r.name.clone(),
+                declared: None,
+                limit: keep_limit,
+            });
+            return r;
         }
     }
     progress.advance(compressed);
@@ -286,16 +462,110 @@ fn read_member(
         });
         return r;
     }
+    // Python's zipfile reads exactly the declared size and checks the CRC over it: a member
+    // that inflates to another size is one pip refuses (or installs cut short).
+    if hasher.size() != declared {
+        r.problem = Some(ReadProblem::ZipDifferential {
+            member: r.name.clone(),
+            why: format!(
+                "it inflates to {} bytes, but the central directory declares {declared} (Python's zipfile reads {declared} and fails its CRC check)",
+                hasher.size()
+            ),
+        });
+    }
     r.digest = Some(hasher.finish());
     if elf::is_elf(&bytes) {
         r.binary = Some(analyse(&r.name, &bytes, opts));
-    } else if is_dist_info_file(&r.name) {
+    } else if dist_info {
         r.text = Some(bytes);
     }
     r
 }
 
-/// Parses RECORD / WHEEL / METADATA of every top-level `.dist-info`.
+/// What pip's `wheel_dist_info_dir` and `wheel_metadata` refuse (pip/_internal/utils/wheel.py):
+/// no or several top-level `.dist-info` directories, one whose name does not start with the
+/// project name, no WHEEL, a Wheel-Version that is missing or not 1.x; and METADATA, which every
+/// installer reads. Stricter than pip in one place: the dist-info must be `{name}-{version}` of
+/// the file name (pip accepts any suffix after the name).
+fn check_dist_info(
+    names: &[String],
+    texts: &BTreeMap<String, Vec<u8>>,
+    filename: Option<&tags::FilenameTags>,
+    problems: &mut Vec<ReadProblem>,
+) {
+    let dirs: BTreeSet<&str> = names
+        .iter()
+        .map(|n| n.split('/').next().unwrap_or(""))
+        .filter(|d| d.ends_with(".dist-info"))
+        .collect();
+    if dirs.len() > 1 {
+        problems.push(ReadProblem::BadDistInfo {
+            dist_info: String::new(),
+            why: format!(
+                "{} .dist-info directories (pip refuses more than one): {}",
+                dirs.len(),
+                dirs.iter().take(8).copied().collect::<Vec<_>>().join(", ")
+            ),
+        });
+    }
+    for d in dirs.iter().take(DIST_INFO_LIMIT) {
+        let stem = d.trim_end_matches(".dist-info");
+        if let Some(f) = filename {
+            let (name, version) = stem.split_once('-').unwrap_or((stem, ""));
+            let same_name = metadata::normalize_name(name) == metadata::normalize_name(&f.name);
+            let same_version = same_version(version, &f.version);
+            if !same_name || !same_version {
+                problems.push(ReadProblem::BadDistInfo {
+                    dist_info: d.to_string(),
+                    why: format!(
+                        "named for {stem:?}, but the file name says {}-{}",
+                        f.name, f.version
+                    ),
+                });
+            }
+        }
+        for needed in ["WHEEL", "METADATA"] {
+            if !texts.contains_key(&format!("{d}/{needed}")) {
+                problems.push(ReadProblem::BadDistInfo {
+                    dist_info: d.to_string(),
+                    why: format!("{d}/{needed} is missing (pip refuses the wheel)"),
+                });
+            }
+        }
+        if let Some(text) = texts.get(&format!("{d}/WHEEL")) {
+            let text = String::from_utf8_lossy(text);
+            let headers = metadata::parse_headers(&text);
+            let v = headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("Wheel-Version"))
+                .map(|(_, v)| v.as_str());
+            let major = v.and_then(|v| v.split('.').next()?.trim().parse::<u64>().ok());
+            if major != Some(1) {
+                problems.push(ReadProblem::BadDistInfo {
+                    dist_info: d.to_string(),
+                    why: match v {
+                        None => "WHEEL has no Wheel-Version (pip refuses the wheel)".into(),
+                        Some(v) => {
+                            format!("Wheel-Version {v:?} is not 1.x (pip refuses other majors)")
+                        }
+                    },
+                });
+            }
+        }
+    }
+}
+
+/// PEP 440 equality of the dist-info's and the file name's version (`1.0` == `1.0.0`).
+fn same_version(a: &str, b: &str) -> bool {
+    use std::str::FromStr;
+    let parse = |v: &str| pep508_rs::pep440_rs::Version::from_str(&v.replace('_', "-")).ok();
+    match (parse(a), parse(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Parses RECORD / WHEEL / METADATA of every top-level `.dist-info` (the first few).
 fn read_dist_info(
     texts: &BTreeMap<String, Vec<u8>>,
     filename: Option<tags::FilenameTags>,
@@ -309,7 +579,7 @@ fn read_dist_info(
         .keys()
         .filter_map(|k| k.split_once('/').map(|(d, _)| d))
         .collect();
-    for d in &dist_infos {
+    for d in dist_infos.iter().take(DIST_INFO_LIMIT) {
         meta.dist_info.push(d.to_string());
         let record_path = format!("{d}/RECORD");
         let rows = texts.get(&record_path).map(|text| {
@@ -327,12 +597,35 @@ fn read_dist_info(
         });
         if let Some(text) = texts.get(&format!("{d}/WHEEL")) {
             for v in tags::wheel_file_tags(&String::from_utf8_lossy(text)) {
-                meta.tags.extend(tags::expand_tag(&v));
+                match tags::expand_tag_bounded(&v, tags::MAX_EXPANDED_TAGS - meta.tags.len()) {
+                    Some(t) => meta.tags.extend(t),
+                    None => {
+                        problems.push(ReadProblem::OverLimit {
+                            file: format!("{d}/WHEEL"),
+                            what: "expanded wheel tags",
+                            limit: tags::MAX_EXPANDED_TAGS as u64,
+                        });
+                        break;
+                    }
+                }
             }
         }
         let metadata_path = format!("{d}/METADATA");
         if let Some(text) = texts.get(&metadata_path) {
-            let headers = metadata::parse_headers(&String::from_utf8_lossy(text));
+            let mut headers = metadata::parse_headers(&String::from_utf8_lossy(text));
+            let mut seen = 0usize;
+            headers.retain(|(k, _)| {
+                let req = k.eq_ignore_ascii_case("Requires-Dist");
+                seen += usize::from(req);
+                !req || seen <= REQUIRES_DIST_LIMIT
+            });
+            if seen > REQUIRES_DIST_LIMIT {
+                problems.push(ReadProblem::OverLimit {
+                    file: metadata_path.clone(),
+                    what: "Requires-Dist lines",
+                    limit: REQUIRES_DIST_LIMIT as u64,
+                });
+            }
             let (reqs, bad) = metadata::parse_requires_dist(&headers);
             meta.requires_dist.extend(reqs);
             problems.extend(bad.into_iter().map(|b| ReadProblem::BadRequiresDist {
@@ -345,10 +638,22 @@ fn read_dist_info(
     meta
 }
 
+/// Files a directory input may hold before the walk stops (site-packages of a large ML
+/// environment: ~100k files).
+const DIR_FILE_LIMIT: usize = 1_000_000;
+
 fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
     let mut paths = Vec::new();
+    let mut problems = Vec::new();
+    let rel = |p: &Path| {
+        p.strip_prefix(root)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .replace('\\', "/")
+    };
     let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
+    let mut total: u64 = 0;
+    'walk: while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).map_err(|e| AuditError::io(&dir, e))? {
             let entry = entry.map_err(|e| AuditError::io(&dir, e))?;
             let ft = entry
@@ -357,50 +662,56 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             if ft.is_dir() {
                 stack.push(entry.path());
             } else if ft.is_file() {
+                if paths.len() >= DIR_FILE_LIMIT {
+                    problems.push(ReadProblem::OverLimit {
+                        file: String::new(),
+                        what: "files in the directory",
+                        limit: DIR_FILE_LIMIT as u64,
+                    });
+                    break 'walk;
+                }
+                let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                total = total.saturating_add(len);
                 paths.push(entry.path());
+            } else if !ft.is_symlink() {
+                // A FIFO, socket or device is never opened (a FIFO would block the audit).
+                problems.push(ReadProblem::UnreadableMember {
+                    member: rel(&entry.path()),
+                    action: "open",
+                    error: format!("not a regular file ({})", source::file_kind(&ft)),
+                });
             }
         }
     }
-    let rel = |p: &Path| {
-        p.strip_prefix(root)
-            .unwrap_or(p)
-            .to_string_lossy()
-            .replace('\\', "/")
-    };
-    let total: u64 = paths
-        .iter()
-        .filter_map(|p| std::fs::metadata(p).ok())
-        .map(|m| m.len())
-        .sum();
+    if total > opts.max_total_size {
+        return Err(AuditError::TooLarge(
+            root.to_path_buf(),
+            total,
+            opts.max_total_size,
+        ));
+    }
     progress.begin(total, "reading directory");
-    // (relative path, ELF facts, dist-info text, digest) per file
+    // (relative path, ELF facts, dist-info text, digest, problem) per file
     type FileResult = (
         String,
         Option<Binary>,
         Option<Vec<u8>>,
         Option<MemberDigest>,
+        Option<ReadProblem>,
     );
     let results: Vec<FileResult> = paths
         .par_iter()
         .map(|p| {
             let name = rel(p);
-            let Ok(map) = map_file(p) else {
-                return (name, None, None, None);
-            };
-            progress.advance(map.len() as u64);
             let dist = is_dist_info_file(&name)
                 || name
                     .split('/')
                     .rev()
                     .nth(1)
                     .is_some_and(|d| d.ends_with(".dist-info"));
-            let digest = Some(MemberDigest::of(&map[..]));
-            if elf::is_elf(&map) {
-                (name.clone(), Some(analyse(&name, &map, opts)), None, digest)
-            } else if dist {
-                (name, None, Some(map.to_vec()), digest)
-            } else {
-                (name, None, None, digest)
+            match read_dir_file(p, &name, dist, opts, progress) {
+                Ok((bin, text, digest)) => (name, bin, text, Some(digest), None),
+                Err(problem) => (name, None, None, None, Some(problem)),
             }
         })
         .collect();
@@ -409,9 +720,10 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
     let mut binaries = Vec::new();
     let mut texts = BTreeMap::new();
     let mut digests = BTreeMap::new();
-    for (name, bin, text, digest) in results {
+    for (name, bin, text, digest, problem) in results {
         files.insert(name.clone());
         binaries.extend(bin);
+        problems.extend(problem);
         if let Some(d) = digest {
             digests.insert(name.clone(), d);
         }
@@ -420,7 +732,6 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             texts.insert(name, t);
         }
     }
-    let mut problems = Vec::new();
     // dist-info at the top level: an unpacked wheel or a site-packages tree.
     let top: BTreeMap<String, Vec<u8>> = texts
         .into_iter()
@@ -441,4 +752,71 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
         problems,
         ..Artifact::empty(InputKind::Directory)
     })
+}
+
+/// What one directory file gave: ELF facts, dist-info text, digest.
+type DirFile = (Option<Binary>, Option<Vec<u8>>, MemberDigest);
+
+/// One file of a directory input: ELF facts or dist-info text, and its digest. A file that
+/// cannot be opened or read is a problem (never skipped silently).
+fn read_dir_file(
+    p: &Path,
+    name: &str,
+    dist: bool,
+    opts: &Options,
+    progress: &dyn Progress,
+) -> Result<DirFile, ReadProblem> {
+    let unreadable = |action: &'static str, error: String| ReadProblem::UnreadableMember {
+        member: name.to_string(),
+        action,
+        error,
+    };
+    let (file, len) = source::open_regular(p).map_err(|e| unreadable("open", e.to_string()))?;
+    let limit = if dist {
+        DIST_INFO_TEXT_LIMIT.min(opts.max_member_size)
+    } else {
+        opts.max_member_size
+    };
+    if len > limit {
+        return Err(ReadProblem::MemberTooLarge {
+            member: name.to_string(),
+            declared: Some(len),
+            limit,
+        });
+    }
+    let src = Source::File(std::sync::Arc::new(file), len);
+    let head = src.bytes_at(0, 4).unwrap_or_default();
+    let result = if elf::is_elf(&head) || dist {
+        let bytes = read_all(&src).map_err(|e| unreadable("read", e.to_string()))?;
+        let digest = MemberDigest::of(&bytes);
+        if elf::is_elf(&bytes) {
+            (Some(analyse(name, &bytes, opts)), None, digest)
+        } else {
+            (None, Some(bytes), digest)
+        }
+    } else {
+        // Hashed in chunks: a large data file is never held whole.
+        let mut hasher = Hasher::default();
+        let mut chunk = vec![0u8; 1 << 20];
+        let mut at = 0u64;
+        loop {
+            let n = src
+                .read_at(at, &mut chunk)
+                .map_err(|e| unreadable("read", e.to_string()))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&chunk[..n]);
+            at += n as u64;
+        }
+        if at != len {
+            return Err(unreadable(
+                "read",
+                format!("{len} bytes when opened, {at} read"),
+            ));
+        }
+        (None, None, hasher.finish())
+    };
+    progress.advance(len);
+    Ok(result)
 }

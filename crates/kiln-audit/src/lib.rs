@@ -15,6 +15,7 @@
 
 mod device;
 mod elf;
+mod elf_dynamic;
 mod error;
 pub mod facts;
 mod finding;
@@ -26,6 +27,8 @@ mod platform;
 mod policy;
 mod rules;
 mod runpath;
+mod source;
+mod zip_view;
 
 use std::path::Path;
 
@@ -44,6 +47,10 @@ pub mod read {
     pub use crate::device::read as device_code;
     pub use crate::input::{analyse as binary, read as path, read_wheel as wheel};
 }
+
+/// Findings of one rule listed in a report; past this, one more finding of the same rule says
+/// how many were left out (the counts stay exact).
+pub const FINDINGS_PER_RULE: usize = 100;
 
 /// Version of the JSON report layout (docs/audit-json-schema.md).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -115,6 +122,8 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
             Severity::Info => counts.infos += 1,
         }
     }
+    // Counted in full above; listed up to a cap per rule (a hostile input can produce millions).
+    let findings = finding::aggregate(findings, FINDINGS_PER_RULE);
     let mut coverage = Vec::new();
     for b in &artifact.binaries {
         if let Some(d) = &b.device {

@@ -97,6 +97,32 @@ pub fn platform_of(tag: &str) -> &str {
     tag.rsplit('-').next().unwrap_or(tag)
 }
 
+/// The ELF `e_machine` a platform tag's architecture runs (the manylinux/musllinux/linux
+/// architectures; values from the ELF gABI / <elf.h>). None: the tag names no architecture
+/// (`any`) or one this table does not know.
+pub fn machine_for(platform: &str) -> Option<(u16, &'static str)> {
+    const ARCHES: &[(&str, u16, &str)] = &[
+        ("x86_64", 62, "EM_X86_64"),
+        ("aarch64", 183, "EM_AARCH64"),
+        ("i686", 3, "EM_386"),
+        ("ppc64le", 21, "EM_PPC64"),
+        ("ppc64", 21, "EM_PPC64"),
+        ("s390x", 22, "EM_S390"),
+        ("armv7l", 40, "EM_ARM"),
+        ("riscv64", 243, "EM_RISCV"),
+    ];
+    if !(platform.starts_with("manylinux")
+        || platform.starts_with("musllinux")
+        || platform.starts_with("linux_"))
+    {
+        return None;
+    }
+    ARCHES
+        .iter()
+        .find(|(arch, _, _)| platform.ends_with(&format!("_{arch}")))
+        .map(|(_, m, name)| (*m, *name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +133,15 @@ mod tests {
         assert_eq!(glibc_ceiling("manylinux2014_aarch64"), Some((2, 17)));
         assert_eq!(glibc_ceiling("linux_x86_64"), None);
         assert_eq!(glibc_ceiling("manylinux_2_x86"), None);
+    }
+
+    #[test]
+    fn machines() {
+        assert_eq!(machine_for("manylinux_2_17_x86_64").unwrap().0, 62);
+        assert_eq!(machine_for("manylinux2014_aarch64").unwrap().0, 183);
+        assert_eq!(machine_for("musllinux_1_2_i686").unwrap().0, 3);
+        assert_eq!(machine_for("any"), None);
+        assert_eq!(machine_for("macosx_11_0_arm64"), None);
     }
 
     #[test]

@@ -93,6 +93,26 @@ impl Entry<'_> {
         })
     }
 
+    /// Whether the claimed decompressed size is one the payload can expand to (zstd at most
+    /// 32768x, LZ4 255x): checked before anything is allocated.
+    pub fn check_claim(&self) -> Result<()> {
+        let (name, ratio) = match self.compression {
+            Compression::None => return Ok(()),
+            Compression::Zstd => ("zstd", ZSTD_MAX_RATIO),
+            Compression::Lz4 => ("LZ4", LZ4_MAX_RATIO),
+        };
+        let ceiling = (self.payload.len() as u64).saturating_mul(ratio) + 64;
+        if self.decompressed_size > ceiling {
+            return Err(Error::Container(format!(
+                "entry at offset {}: {name} header claims {} bytes from {} compressed bytes",
+                self.offset,
+                self.decompressed_size,
+                self.payload.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// Like [`Entry::decompress`], decompressing into `buf` (reused across entries to spare
     /// the allocator: a large library has thousands of entries).
     pub fn decompress_with<'s>(&'s self, buf: &'s mut Vec<u8>) -> Result<&'s [u8]> {

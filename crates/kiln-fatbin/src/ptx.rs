@@ -12,6 +12,22 @@ pub struct PtxInfo {
     pub kernels: Vec<String>,
 }
 
+/// `sm_90a` -> (90, ArchSpecific); None for anything that is not `sm_<number>[a|f]`.
+pub fn target_arch(target: &str) -> Option<(u32, kiln_pins::Variant)> {
+    let rest = target.strip_prefix("sm_")?;
+    let (digits, variant) = match rest.strip_suffix('a') {
+        Some(d) => (d, kiln_pins::Variant::ArchSpecific),
+        None => match rest.strip_suffix('f') {
+            Some(d) => (d, kiln_pins::Variant::Family),
+            None => (rest, kiln_pins::Variant::Plain),
+        },
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 4 {
+        return None;
+    }
+    Some((digits.parse().ok()?, variant))
+}
+
 pub fn parse(text: &str) -> Result<PtxInfo> {
     let mut isa = None;
     let mut target = None;
@@ -63,6 +79,17 @@ mod tests {
         assert_eq!(info.isa, (9, 0));
         assert_eq!(info.target, "sm_120");
         assert_eq!(info.kernels, ["_Z3addIfEvv", "vecadd"]);
+    }
+
+    #[test]
+    fn targets_name_number_and_variant() {
+        use kiln_pins::Variant;
+        assert_eq!(target_arch("sm_120"), Some((120, Variant::Plain)));
+        assert_eq!(target_arch("sm_90a"), Some((90, Variant::ArchSpecific)));
+        assert_eq!(target_arch("sm_100f"), Some((100, Variant::Family)));
+        assert_eq!(target_arch("compute_90"), None);
+        assert_eq!(target_arch("sm_"), None);
+        assert_eq!(target_arch("sm_9x"), None);
     }
 
     #[test]

@@ -91,8 +91,18 @@ pub struct BadRequirement {
     pub error: String,
 }
 
+/// Longest Requires-Dist value read (real ones are well under 200 bytes).
+pub const MAX_REQUIREMENT_LEN: usize = 4096;
+/// Deepest parenthesis nesting accepted in a marker.
+const MAX_MARKER_DEPTH: usize = 16;
+
 /// Every Requires-Dist header. One that is not PEP 508 is returned as a [`BadRequirement`], and
 /// still listed by the name it starts with (so linkage sees the declaration).
+///
+/// The text is untrusted, so only the part before the marker goes to the PEP 508 parser: its
+/// marker algebra (simplification to normal form) is exponential in the clauses and recursive
+/// in the nesting, and its URL handling expands `${VAR}` from the auditor's environment. The
+/// marker is kept as raw text, checked only for length, quotes and bracket depth.
 pub fn parse_requires_dist(
     headers: &[(String, String)],
 ) -> (Vec<Requirement>, Vec<BadRequirement>) {
@@ -102,24 +112,19 @@ pub fn parse_requires_dist(
         if !k.eq_ignore_ascii_case("Requires-Dist") {
             continue;
         }
-        match pep508_rs::Requirement::from_str(v) {
-            Ok(r) => {
-                let marker = r.marker.contents().map(|m| m.to_string());
-                reqs.push(Requirement {
-                    name: normalize_name(r.name.as_ref()),
-                    raw: v.clone(),
-                    parsed: Some(r.clone()),
-                    marker,
-                });
-            }
-            Err(e) => {
+        match parse_one(v) {
+            Ok(r) => reqs.push(r),
+            Err(error) => {
+                // An over-long value is kept cut at the limit (it is echoed in the report).
+                let v = &clip(v, MAX_REQUIREMENT_LEN);
                 bad.push(BadRequirement {
                     value: v.clone(),
-                    error: e.message.to_string(),
+                    error,
                 });
                 let name: String = v
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
+                    .take(200)
                     .collect();
                 if !name.is_empty() {
                     reqs.push(Requirement {
@@ -133,6 +138,91 @@ pub fn parse_requires_dist(
         }
     }
     (reqs, bad)
+}
+
+/// `v` cut to at most `max` bytes (at a char boundary), with `…` when cut.
+pub fn clip(v: &str, max: usize) -> String {
+    if v.len() <= max {
+        return v.to_string();
+    }
+    let mut end = max;
+    while !v.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &v[..end])
+}
+
+fn parse_one(v: &str) -> Result<Requirement, String> {
+    if v.len() > MAX_REQUIREMENT_LEN {
+        return Err(format!(
+            "{} bytes, over the limit of {MAX_REQUIREMENT_LEN}",
+            v.len()
+        ));
+    }
+    let (req, marker) = split_marker(v);
+    if req.contains('$') {
+        return Err("`$` in a requirement: environment variables are never expanded from untrusted metadata".into());
+    }
+    let marker = marker.map(str::trim).filter(|m| !m.is_empty());
+    if let Some(m) = marker {
+        check_marker_shape(m)?;
+    }
+    let r = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(req.trim())
+        .map_err(|e| e.message.to_string())?;
+    Ok(Requirement {
+        name: normalize_name(r.name.as_ref()),
+        raw: v.to_string(),
+        parsed: Some(r),
+        marker: marker.map(String::from),
+    })
+}
+
+/// (requirement, marker): the marker starts at the first `;`, except in a URL requirement
+/// (`name @ url ; marker`), where PEP 508 requires whitespace before the `;`.
+fn split_marker(v: &str) -> (&str, Option<&str>) {
+    let at = v.find('@').filter(|&a| v.find(';').is_none_or(|s| a < s));
+    let cut = match at {
+        Some(a) => v[a..]
+            .match_indices(';')
+            .find(|(i, _)| v[a..][..*i].ends_with(char::is_whitespace))
+            .map(|(i, _)| a + i),
+        None => v.find(';'),
+    };
+    match cut {
+        Some(c) => (&v[..c], Some(&v[c + 1..])),
+        None => (v, None),
+    }
+}
+
+/// A marker's shape, in one linear pass: quotes closed, brackets balanced and not too deep.
+fn check_marker_shape(m: &str) -> Result<(), String> {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    for c in m.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(') => {
+                depth += 1;
+                if depth > MAX_MARKER_DEPTH {
+                    return Err(format!("marker nested deeper than {MAX_MARKER_DEPTH}"));
+                }
+            }
+            (None, ')') => {
+                depth = depth.checked_sub(1).ok_or("unbalanced `)` in the marker")?;
+            }
+            (None, c) if c.is_control() => return Err("control character in the marker".into()),
+            _ => {}
+        }
+    }
+    if quote.is_some() {
+        return Err("unterminated string in the marker".into());
+    }
+    if depth != 0 {
+        return Err("unbalanced `(` in the marker".into());
+    }
+    Ok(())
 }
 
 /// METADATA with `requires` added as `Requires-Dist:` lines at the end of the header block
@@ -180,6 +270,46 @@ mod tests {
         assert!(reqs[1].marker.as_deref().unwrap().contains("extra"));
         assert_eq!(bad.len(), 1, "{bad:?}");
         assert_eq!(bad[0].value, "!!bad");
+    }
+
+    #[test]
+    fn untrusted_text_is_bounded_and_never_expanded() {
+        std::env::set_var("KILN_TEST_SECRET", "hunter2");
+        let deep = format!(
+            "x; {}python_version>'3'{}",
+            "(".repeat(200),
+            ")".repeat(200)
+        );
+        let clauses = (0..40)
+            .map(|i| format!("(python_version == '3.{i}' or extra == 'e{i}')"))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        let wide = format!("y; {clauses}");
+        let headers = vec![
+            (
+                "Requires-Dist".to_string(),
+                "z @ https://h/${KILN_TEST_SECRET}.whl".to_string(),
+            ),
+            ("Requires-Dist".to_string(), deep),
+            ("Requires-Dist".to_string(), wide.clone()),
+            (
+                "Requires-Dist".to_string(),
+                "u @ https://h/u.whl ; extra == 'a'".to_string(),
+            ),
+        ];
+        let t = std::time::Instant::now();
+        let (reqs, bad) = parse_requires_dist(&headers);
+        assert!(t.elapsed().as_secs() < 2, "{:?}", t.elapsed());
+        let all = format!("{reqs:?} {bad:?}");
+        assert!(!all.contains("hunter2"), "{all}");
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(bad[0].error.contains("never expanded"), "{bad:?}");
+        assert!(bad[1].error.contains("deeper"), "{bad:?}");
+        // The wide marker is kept as written, not simplified.
+        let y = reqs.iter().find(|r| r.name == "y").unwrap();
+        assert_eq!(y.marker.as_deref(), Some(wide[3..].trim()));
+        let u = reqs.iter().find(|r| r.name == "u").unwrap();
+        assert_eq!(u.marker.as_deref(), Some("extra == 'a'"));
     }
 
     #[test]

@@ -22,13 +22,33 @@ pub fn parse_filename(file_name: &str) -> Option<FilenameTags> {
     Some(FilenameTags {
         name: parts[0].to_string(),
         version: parts[1].to_string(),
-        tags: expand_tag(&format!(
-            "{}-{}-{}",
-            parts[n - 3],
-            parts[n - 2],
-            parts[n - 1]
-        )),
+        // A file name whose tags expand past the cap has no usable tags.
+        tags: expand_tag_bounded(
+            &format!("{}-{}-{}", parts[n - 3], parts[n - 2], parts[n - 1]),
+            MAX_EXPANDED_TAGS,
+        )?,
     })
+}
+
+/// Most tags one wheel may expand to. Real wheels carry a handful (a compressed set of a few
+/// Python versions x two platform aliases); `a.b.c…-…-…` with 300 parts each is 27 M tags.
+pub const MAX_EXPANDED_TAGS: usize = 4096;
+
+/// [`expand_tag`], or None when it would give more than `limit` tags (counted before expanding).
+pub fn expand_tag_bounded(tag: &str, limit: usize) -> Option<Vec<String>> {
+    let parts: Vec<&str> = tag.split('-').collect();
+    if parts.len() == 3 {
+        let n = parts
+            .iter()
+            .map(|p| p.split('.').count())
+            .try_fold(1usize, |acc, c| acc.checked_mul(c))?;
+        if n > limit {
+            return None;
+        }
+    } else if limit == 0 {
+        return None;
+    }
+    Some(expand_tag(tag))
 }
 
 /// "cp39.cp310-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64" -> every combination.
@@ -74,5 +94,18 @@ mod tests {
             ]
         );
         assert!(parse_filename("x.whl").is_none());
+        // 30 x 30 x 30 = 27000 combinations: over the cap, refused before expanding.
+        let many = |c: char| {
+            (0..30)
+                .map(|i| format!("{c}{i}"))
+                .collect::<Vec<_>>()
+                .join(".")
+        };
+        let tag = format!("{}-{}-{}", many('p'), many('a'), many('l'));
+        assert!(expand_tag_bounded(&tag, MAX_EXPANDED_TAGS).is_none());
+        assert_eq!(
+            expand_tag_bounded("py3-none-any", 1).unwrap(),
+            ["py3-none-any"]
+        );
     }
 }

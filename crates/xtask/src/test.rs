@@ -65,6 +65,11 @@ const SUITES: &[Suite] = &[
         command: &["xtask", "consumer"],
     },
     Suite {
+        name: "hostile",
+        what: "kiln-hostile: 110 generated hostile inputs through kiln audit under time/RSS/output limits, and the pip/zipfile and ld.so differentials",
+        command: &["cargo", "test", "--locked", "--release", "-p", "kiln-hostile", "--", "--include-ignored"],
+    },
+    Suite {
         name: "wheel",
         what: "the wheel on a machine without a GPU: fresh venv, pip install, import, build_info, no-driver error",
         command: &["python3", "checks/wheel/check_no_gpu.py", "{wheel}", "--pins", "Cargo.toml"],

@@ -12,6 +12,8 @@ fn targets(entries: &[EntryFacts], kind: EntryKind) -> BTreeMap<String, Target> 
     entries
         .iter()
         .filter(|e| e.kind == kind)
+        // An entry whose payload names another target than its header proves neither.
+        .filter(|e| e.label_mismatch.is_none())
         .filter_map(|e| e.target.device())
         .map(|t| (t.name(), t))
         .collect()
@@ -42,6 +44,19 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     e.error.as_deref().unwrap_or("")
                 ),
                 "rebuild the library; this entry cannot be loaded",
+            ));
+        }
+        for e in dev.entries.iter().filter(|e| e.label_mismatch.is_some()) {
+            findings.push(finding(
+                "fatbin/target-mismatch",
+                &b.path,
+                format!(
+                    "{} entry at offset {}: {}; it is not counted for any target",
+                    e.target,
+                    e.offset,
+                    e.label_mismatch.as_deref().unwrap_or("")
+                ),
+                "rebuild the fatbin with nvcc/fatbinary; never relabel entries",
             ));
         }
         let sass = targets(&dev.entries, EntryKind::Cubin);

@@ -1,6 +1,7 @@
 //! linkage/*: every NEEDED and dlopen soname resolves; no driver stub, no bundled driver, no
 //! build-tree RUNPATH; tags/glibc-too-new.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::Serialize;
@@ -83,6 +84,15 @@ const BUILD_TREE_MARKERS: &[&str] = &[
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) -> Vec<Resolution> {
     let mut out = Vec::new();
     bundled_driver(artifact, findings);
+    // File name -> first path holding it: one pass, so the "a copy is at …" hint costs a lookup
+    // per unresolved soname, not a scan of every file (30k files x 30k NEEDED was quadratic).
+    let mut by_name: HashMap<&str, &str> = HashMap::new();
+    for f in &artifact.files {
+        by_name
+            .entry(f.rsplit('/').next().unwrap_or(f))
+            .or_insert(f);
+    }
+    let by_name = &by_name;
     let ceiling = glibc_ceiling(artifact, policy);
     for b in &artifact.binaries {
         let Some(elf) = &b.elf else { continue };
@@ -104,6 +114,24 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 ));
             }
         }
+        if let Some((plat, (machine, name))) = machine_expected(artifact, policy) {
+            if elf.machine != machine {
+                findings.push(finding(
+                    "tags/machine-mismatch",
+                    &b.path,
+                    format!("e_machine is {}, but platform tag {plat} runs {name} ({machine}): the loader refuses the file", elf.machine),
+                    "build the library for the tagged architecture, or tag the wheel for the one it was built for",
+                ));
+            }
+        }
+        for n in elf.needed.iter().filter(|n| n.contains('/')) {
+            findings.push(finding(
+                "linkage/needed-path",
+                &b.path,
+                format!("NEEDED {n:?} contains `/`: the loader opens that path as written (a path on the build machine), never searching RUNPATH"),
+                "link against the library by its soname (patchelf --replace-needed PATH SONAME FILE)",
+            ));
+        }
         for n in &elf.needed {
             if let Some(real) = platform::driver_stub_for(n) {
                 findings.push(finding(
@@ -120,7 +148,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 });
                 continue;
             }
-            let via = resolve(artifact, policy, b, n, "needed", findings);
+            let via = resolve(artifact, policy, b, n, "needed", by_name, findings);
             out.push(Resolution {
                 file: b.path.clone(),
                 soname: n.clone(),
@@ -135,7 +163,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             for s in &feature.soname {
                 vias.push((
                     s.clone(),
-                    resolve(artifact, policy, b, s, "dlopen", &mut scratch),
+                    resolve(artifact, policy, b, s, "dlopen", by_name, &mut scratch),
                 ));
             }
             let ok = vias.iter().any(|(_, v)| *v != Via::Unresolved);
@@ -208,6 +236,16 @@ fn glibc_ceiling(artifact: &Artifact, policy: &Policy) -> Option<(String, (u32, 
         .min_by_key(|(_, c)| *c)
 }
 
+/// The architecture the wheel's platform tags (or --platform) name: the first that names one.
+fn machine_expected(artifact: &Artifact, policy: &Policy) -> Option<(String, (u16, &'static str))> {
+    let w = artifact.wheel.as_ref();
+    w.into_iter()
+        .flat_map(|w| w.tags.iter().chain(w.filename.iter().flat_map(|f| &f.tags)))
+        .map(|t| platform::platform_of(t))
+        .chain(policy.platform.as_deref())
+        .find_map(|p| platform::machine_for(p).map(|m| (p.to_string(), m)))
+}
+
 fn bundled_driver(artifact: &Artifact, findings: &mut Vec<Finding>) {
     for f in &artifact.files {
         let name = f.rsplit('/').next().unwrap_or(f);
@@ -229,6 +267,7 @@ fn resolve(
     b: &Binary,
     soname: &str,
     how: &'static str,
+    by_name: &HashMap<&str, &str>,
     findings: &mut Vec<Finding>,
 ) -> Via {
     let elf = b.elf.as_ref().expect("resolve is called for parsed ELFs");
@@ -315,12 +354,7 @@ fn resolve(
         return installed().unwrap_or_else(|| Via::External(providers[0].0.clone()));
     }
     // 4. nothing found
-    let bundled_elsewhere: Vec<&String> = artifact
-        .files
-        .iter()
-        .filter(|f| f.rsplit('/').next() == Some(soname))
-        .collect();
-    let hint = if let Some(p) = bundled_elsewhere.first() {
+    let hint = if let Some(p) = by_name.get(soname) {
         format!("; a copy is at {p} but RUNPATH does not reach it")
     } else if searched.is_empty() {
         String::from("; the binary has no $ORIGIN RUNPATH")

@@ -27,6 +27,14 @@ pub fn evaluate(artifact: &Artifact, policy: &Policy) -> (Vec<Finding>, Vec<Reso
                 "rebuild the file; a truncated or corrupted ELF cannot be loaded",
             ));
         }
+        if let Some(diff) = b.elf.as_ref().and_then(|e| e.dynamic_mismatch.as_ref()) {
+            findings.push(finding(
+                "elf/dynamic-mismatch",
+                &b.path,
+                format!("the loader's dynamic section differs from the section headers' ({diff}); the audit follows the loader, but a tool reading sections is being misled"),
+                "rebuild or re-link the file; never edit .dynamic or the section table by hand",
+            ));
+        }
     }
     let resolutions = linkage::check(artifact, policy, &mut findings);
     arch::check(artifact, policy, &mut findings);

@@ -1,4 +1,4 @@
-//! wheel/*, input/unreadable-member, tags/filename-mismatch, metadata/bad-requires-dist: what
+//! wheel/*, input/*, tags/filename-mismatch, metadata/bad-requires-dist: what
 //! the reader met in the archive and its dist-info, and RECORD against every member's digest.
 
 use std::collections::BTreeMap;
@@ -100,8 +100,41 @@ fn problem(p: &ReadProblem) -> Finding {
         } => finding(
             "metadata/bad-requires-dist",
             metadata,
-            format!("Requires-Dist {value:?} is not PEP 508: {error}"),
+            format!(
+                "Requires-Dist {:?} is not PEP 508: {error}",
+                kiln_wheel::metadata::clip(value, 200)
+            ),
             "write the requirement as PEP 508 (name, specifier, marker)",
+        ),
+        ReadProblem::ZipDifferential { member, why } => finding(
+            "wheel/zip-differential",
+            member,
+            format!("pip would not install what was audited: {why}"),
+            "rebuild the wheel with a standard zip writer (one central directory, one entry per name, local headers that match it)",
+        ),
+        ReadProblem::SymlinkMember { member } => finding(
+            "wheel/symlink-member",
+            member,
+            "member is a symbolic link; pip writes it as a regular file holding the link target, so it is not what it names".into(),
+            "store the real file (auditwheel copies libraries; never symlink inside a wheel)",
+        ),
+        ReadProblem::BadDistInfo { dist_info, why } => finding(
+            "wheel/bad-dist-info",
+            dist_info,
+            why.clone(),
+            "build the wheel with a PEP 427 backend: one {name}-{version}.dist-info with WHEEL (Wheel-Version: 1.0), METADATA and RECORD",
+        ),
+        ReadProblem::InflatedTooLarge { inflated, limit } => finding(
+            "input/too-large",
+            "",
+            format!("members inflate to more than {limit} bytes in total (counted {inflated}); reading stopped there"),
+            "raise --max-total-size if this is genuine",
+        ),
+        ReadProblem::OverLimit { file, what, limit } => finding(
+            "input/over-limit",
+            file,
+            format!("more {what} than the limit of {limit}; the rest was not read"),
+            "this input is not a plausible wheel or library; inspect it by hand",
         ),
     }
 }

@@ -1,12 +1,15 @@
 //! `kiln audit INPUT`: runs kiln-audit and renders its report (human, --json or --quiet).
 //! Exit: 0 clean, 1 findings at or above --fail-on, 2 input or policy unreadable.
 
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::ValueEnum;
 use kiln_audit::facts::EntryKind;
 use kiln_audit::{Coverage, Options, Policy, Report, Severity, Via};
+
+use super::escape::{self, text as esc};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,8 +43,12 @@ pub struct Args {
     #[arg(long)]
     pub no_kernels: bool,
     /// Largest wheel member read, in bytes (zip-bomb guard).
-    #[arg(long, default_value_t = 4 << 30)]
+    #[arg(long, default_value_t = Options::default().max_member_size)]
     pub max_member_size: u64,
+    /// Largest input read, in bytes: the file itself, the sum of the members' declared sizes,
+    /// the bytes actually inflated from them, or a directory's files together.
+    #[arg(long, default_value_t = Options::default().max_total_size)]
+    pub max_total_size: u64,
     /// Show every binary and every coverage row (default: the noteworthy ones, 12 rows per binary).
     #[arg(long)]
     pub full: bool,
@@ -66,7 +73,7 @@ pub fn run(args: Args) -> i32 {
     let opts = Options {
         list_kernels: !args.no_kernels,
         max_member_size: args.max_member_size,
-        ..Options::default()
+        max_total_size: args.max_total_size,
     };
     let progress = Bar::new(args.quiet || args.json);
     let report = match kiln_audit::audit(&args.input, &policy, &opts, &progress) {
@@ -155,6 +162,10 @@ impl kiln_audit::Progress for Bar {
     }
 }
 
+/// Binaries listed without --full (each is one line; a wheel of 30k tiny ELFs would otherwise
+/// print 30k lines).
+const BINARY_LINES: usize = 200;
+
 fn width() -> usize {
     std::env::var("COLUMNS")
         .ok()
@@ -175,7 +186,10 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
     writeln!(
         out,
         "{verdict}: {} — {} error(s), {} warning(s), {} note(s)",
-        r.input, c.errors, c.warnings, c.infos
+        esc(&r.input),
+        c.errors,
+        c.warnings,
+        c.infos
     )?;
     writeln!(
         out,
@@ -191,27 +205,40 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
             let file = if f.file.is_empty() {
                 String::new()
             } else {
-                format!("  {}", f.file)
+                format!("  {}", esc(&f.file))
             };
             writeln!(out, "  {:<7} {}{file}", f.severity.as_str(), f.rule)?;
-            writeln!(out, "          {}", f.message)?;
-            writeln!(out, "          fix: {}", f.fix)?;
+            writeln!(
+                out,
+                "          {}",
+                escape::lines(&f.message).replace('\n', "\n          ")
+            )?;
+            writeln!(out, "          fix: {}", esc(&f.fix))?;
         }
     }
     writeln!(out, "\nBinaries")?;
-    // Without --full: binaries with device code or findings; the rest are counted.
+    // Without --full: binaries with device code or findings (at most BINARY_LINES); the rest
+    // are counted. Lookups are by set and map: one pass over findings and linkage, not one per
+    // binary.
+    let with_findings: HashSet<&str> = r.findings.iter().map(|f| f.file.as_str()).collect();
+    let mut unresolved_of: HashMap<&str, usize> = HashMap::new();
+    for l in r.linkage.iter().filter(|l| l.via == Via::Unresolved) {
+        *unresolved_of.entry(l.file.as_str()).or_default() += 1;
+    }
     let noteworthy = |b: &&kiln_audit::Binary| {
-        full || b.device.is_some() || r.findings.iter().any(|f| f.file == b.path)
+        full || b.device.is_some() || with_findings.contains(b.path.as_str())
     };
-    let hidden = r.binaries.iter().filter(|b| !noteworthy(b)).count();
-    for b in r.binaries.iter().filter(noteworthy) {
-        let mut line = format!("  {}", b.path);
+    let listed: Vec<&kiln_audit::Binary> = r
+        .binaries
+        .iter()
+        .filter(noteworthy)
+        .take(if full { usize::MAX } else { BINARY_LINES })
+        .collect();
+    let hidden = r.binaries.len() - listed.len();
+    for b in listed {
+        let mut line = format!("  {}", esc(&b.path));
         if let Some(elf) = &b.elf {
-            let unresolved = r
-                .linkage
-                .iter()
-                .filter(|l| l.file == b.path && l.via == Via::Unresolved)
-                .count();
+            let unresolved = unresolved_of.get(b.path.as_str()).copied().unwrap_or(0);
             let glibc = elf
                 .max_glibc
                 .map(|(a, b)| format!(" GLIBC_{a}.{b}"))
@@ -232,7 +259,7 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
                 if rp.chars().count() > 48 && !full {
                     rp = rp.chars().take(47).collect::<String>() + "…";
                 }
-                line += &format!(" RUNPATH {rp}");
+                line += &format!(" RUNPATH {}", esc(&rp));
             }
             if !elf.dlopen.is_empty() {
                 line += &format!(" dlopen-notes {}", elf.dlopen.len());
@@ -260,7 +287,10 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
                 if isas.is_empty() {
                     String::new()
                 } else {
-                    format!(" (ISA {})", isas.into_iter().collect::<Vec<_>>().join(","))
+                    format!(
+                        " (ISA {})",
+                        esc(&isas.into_iter().collect::<Vec<_>>().join(","))
+                    )
                 }
             );
         }
@@ -270,22 +300,23 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
             let commit: String = p.commit.chars().take(12).collect();
             writeln!(
                 out,
-                "    build manifest: commit {commit}{} | nvcc {} | {} | matrix {} | {} targets",
+                "    build manifest: commit {}{} | nvcc {} | {} | matrix {} | {} targets",
+                esc(&commit),
                 if p.dirty { " (dirty)" } else { "" },
-                m.toolchain.nvcc,
+                esc(&m.toolchain.nvcc),
                 if p.rustc.is_empty() {
-                    "rustc ?"
+                    "rustc ?".into()
                 } else {
-                    p.rustc.as_str()
+                    esc(&p.rustc)
                 },
-                m.matrix.join(" "),
+                esc(&m.matrix.join(" ")),
                 m.targets.len()
             )?;
             if !m.kernel_languages.is_empty() {
                 let (cuda, rust) = (m.kernels_in("cuda").len(), m.kernels_in("rust").len());
                 let rustc = m.kernel_rustc_version.lines().next().unwrap_or("?");
                 let rustc = if rust > 0 {
-                    format!(" (kernel {rustc})")
+                    format!(" (kernel {})", esc(rustc))
                 } else {
                     String::new()
                 };
@@ -299,7 +330,7 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
     if hidden > 0 {
         writeln!(
             out,
-            "  … {hidden} more host-only binaries without findings (--full lists them)"
+            "  … {hidden} more binaries (host-only without findings, or past the first {BINARY_LINES}; --full lists them)"
         )?;
     }
     for cov in &r.coverage {
@@ -322,7 +353,7 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
     writeln!(
         out,
         "\nCoverage: {} ({} kernels, {} distinct target sets; x = present)",
-        cov.file,
+        esc(&cov.file),
         kernels,
         cov.rows.len()
     )?;
@@ -339,7 +370,7 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
         }
         writeln!(out)?;
         for row in &cov.rows[..shown] {
-            let first = &row.kernels[0];
+            let first = esc(&row.kernels[0]).into_owned();
             let more = if row.kernels.len() > 1 {
                 format!(" +{}", row.kernels.len() - 1)
             } else {
@@ -353,7 +384,7 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
                     .collect::<String>()
                     + "…"
             } else {
-                first.clone()
+                first
             };
             write!(out, "  {:<label_w$}", format!("{name}{more}"))?;
             for p in &row.present[cols.clone()] {

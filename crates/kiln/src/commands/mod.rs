@@ -2,4 +2,5 @@
 
 pub mod audit;
 pub mod doctor;
+mod escape;
 pub mod wheel;
