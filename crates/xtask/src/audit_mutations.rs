@@ -592,6 +592,28 @@ fn link_libpython(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     Ok(None)
 }
 
+/// `ptx` with its `.target` directive naming `target` (the rest of the line, e.g.
+/// `, debug`, kept).
+fn retarget_ptx(ptx: &str, target: &str) -> Result<String> {
+    let mut found = false;
+    let lines: Vec<String> = ptx
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix(".target") {
+            Some(rest) if !found => {
+                found = true;
+                let rest = rest.trim_start();
+                let after = rest.find([',', ' ', '\t']).map_or("", |i| &rest[i..]);
+                format!(".target {target}{after}")
+            }
+            _ => l.to_string(),
+        })
+        .collect();
+    if !found {
+        bail!("the PTX has no .target directive");
+    }
+    Ok(lines.join("\n") + "\n")
+}
+
 fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let elf = ctx.device_elf()?;
     let pins = pins()?;
@@ -601,7 +623,9 @@ fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
             "the matrix already has PTX for its oldest target".into(),
         ));
     }
-    // Re-label a copy of the PTX as compute_<oldest>: one more PTX target than the policy lists.
+    // A copy of the PTX as compute_<oldest>: one more PTX target than the policy lists. Its
+    // `.target` directive says the same as the entry header (the audit reads both and refuses a
+    // disagreement as fatbin/target-mismatch, another damage).
     let added = std::cell::Cell::new(false);
     ctx.edit_elf(w, &elf, &mut |p| {
         let section = ctx.tmp.join("ptx.bin");
@@ -621,6 +645,7 @@ fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         let Some(ptx) = ptx else { return Ok(()) };
         let text = String::from_utf8_lossy(&ptx.decompress().map_err(|e| anyhow::anyhow!("{e}"))?)
             .into_owned();
+        let text = retarget_ptx(&text, &format!("sm_{}", oldest.number()))?;
         let file = ctx.tmp.join("extra.ptx");
         std::fs::write(&file, text)?;
         let fb = ctx.tmp.join("extra.fatbin");
