@@ -89,7 +89,10 @@ pub fn max_ptx_isa_for_driver(driver: u32) -> Option<DriverPtxIsa> {
 /// The oldest driver branch whose ceiling admits PTX ISA `isa`, or None when no branch in the
 /// table JITs it. The table starts at 525: an answer of 525 means "525 or older".
 pub fn oldest_driver_for_ptx_isa(isa: (u32, u32)) -> Option<DriverPtxIsa> {
-    DRIVER_PTX_ISA.iter().find(|row| row.ptx_isa >= isa).copied()
+    DRIVER_PTX_ISA
+        .iter()
+        .find(|row| row.ptx_isa >= isa)
+        .copied()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 use kiln_audit::facts::EntryKind;
-use kiln_audit::{Coverage, Options, Policy, Report, Severity, Via};
+use kiln_audit::{Coverage, Options, Policy, Reach, ReachCell, ReachPath, Report, Severity, Via};
 
 use super::escape::{self, text as esc};
 
@@ -27,6 +27,9 @@ pub struct Args {
     /// Oldest driver (major version) that must JIT the PTX, e.g. 580.
     #[arg(long, value_name = "MAJOR")]
     pub min_driver: Option<u32>,
+    /// GPU generations every kernel must reach (by SASS, or by PTX within --min-driver), e.g. 8.0,9.0,12.0.
+    #[arg(long, value_name = "LIST")]
+    pub require_gpus: Option<String>,
     /// Platform tag whose glibc ceiling applies, e.g. manylinux_2_28_x86_64.
     #[arg(long, value_name = "TAG")]
     pub platform: Option<String>,
@@ -114,13 +117,18 @@ fn build_policy(args: &Args) -> Result<Policy, String> {
         Some(path) => Some(kiln_pins::Pins::load(path).map_err(|e| e.to_string())?),
         None => None,
     };
-    Policy::from_flags(
+    let mut policy = Policy::from_flags(
         pins.as_ref(),
         args.expect_sass.as_deref(),
         args.expect_ptx.as_deref(),
         args.min_driver,
         args.platform.as_deref(),
-    )
+    )?;
+    if let Some(list) = &args.require_gpus {
+        policy.require_gpus =
+            Some(kiln_audit::parse_gpu_list(list).map_err(|e| format!("--require-gpus: {e}"))?);
+    }
+    Ok(policy)
 }
 
 /// A byte progress bar on stderr, shown only for inputs over 64 MiB on a terminal.
@@ -197,7 +205,7 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
         r.kind, c.binaries, c.binaries_with_device_code, c.fatbin_containers, c.cubins, c.ptx, c.kernels
     )?;
     if r.policy.is_empty() {
-        writeln!(out, "  no policy: facts and policy-free rules only (use --policy or --expect-sass/--expect-ptx/--min-driver/--platform)")?;
+        writeln!(out, "  no policy: facts and policy-free rules only (use --policy or --expect-sass/--expect-ptx/--min-driver/--require-gpus/--platform)")?;
     }
     if !r.findings.is_empty() {
         writeln!(out, "\nFindings")?;
@@ -335,6 +343,76 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
     }
     for cov in &r.coverage {
         render_coverage(out, cov, full)?;
+    }
+    render_reach(out, &r.reach)
+}
+
+/// Binary columns in the reach grid (past them, the "all" column still covers every binary).
+const REACH_COLUMNS: usize = 6;
+
+/// A cell as the grid prints it: "exact", "compat", "family", "ptx580", "-".
+fn reach_label(c: &ReachCell) -> String {
+    match c.path {
+        ReachPath::Exact => "exact".into(),
+        ReachPath::Compatible => "compat".into(),
+        ReachPath::Family => "family".into(),
+        ReachPath::Ptx => match c.min_driver {
+            Some(d) => format!("ptx{d}"),
+            None => "ptx?".into(),
+        },
+        ReachPath::None => "-".into(),
+    }
+}
+
+/// Rows = GPU generations (a fixed table), columns = the first binaries with device code and
+/// the input as a whole: bounded whatever the input holds.
+fn render_reach(out: &mut impl Write, reach: &Reach) -> std::io::Result<()> {
+    if reach.binaries.is_empty() {
+        return Ok(());
+    }
+    let driver = reach
+        .driver
+        .map(|d| format!("; PTX counts only within driver {d}"))
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "\nGPU reach (per kernel, worst kernel shown; exact/compat/family = SASS, ptxNNN = PTX JIT from driver NNN, - = some kernel cannot run{driver})"
+    )?;
+    let shown = &reach.binaries[..reach.binaries.len().min(REACH_COLUMNS)];
+    let colw = 8;
+    write!(out, "  {:<6}", "GPU")?;
+    for i in 0..shown.len() {
+        write!(out, "{:>colw$}", format!("[{}]", i + 1))?;
+    }
+    writeln!(out, "{:>colw$}  products", "all")?;
+    for (row, g) in reach.generations.iter().enumerate() {
+        write!(out, "  {g:<6}")?;
+        for b in shown {
+            write!(out, "{:>colw$}", reach_label(&b.cells[row]))?;
+        }
+        let products = kiln_pins::GPU_GENERATIONS
+            .get(row)
+            .map(|g| g.products)
+            .unwrap_or("");
+        writeln!(out, "{:>colw$}  {products}", reach_label(&reach.whole[row]))?;
+    }
+    for (i, b) in shown.iter().enumerate() {
+        writeln!(
+            out,
+            "  [{}] {} ({} kernels, targets {}–{})",
+            i + 1,
+            esc(&b.file),
+            b.kernels,
+            esc(&b.lowest),
+            esc(&b.highest)
+        )?;
+    }
+    if reach.binaries.len() > shown.len() {
+        writeln!(
+            out,
+            "  … {} more binaries with device code (in `all`; --json lists each)",
+            reach.binaries.len() - shown.len()
+        )?;
     }
     Ok(())
 }
