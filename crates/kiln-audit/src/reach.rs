@@ -47,6 +47,8 @@ pub const KERNELS_LISTED: usize = 20;
 pub struct ReachCell {
     /// "9.0"
     pub generation: String,
+    #[serde(skip)]
+    pub capability: (u32, u32),
     /// The worst path over the kernels.
     pub path: Path,
     /// When some kernel gets there only by PTX: the oldest driver that JITs all of that PTX
@@ -66,6 +68,9 @@ pub struct BinaryReach {
     /// Lowest and highest capability among its targets, "8.0" / "12.0".
     pub lowest: String,
     pub highest: String,
+    /// The same range as numbers.
+    #[serde(skip)]
+    pub range: ((u32, u32), (u32, u32)),
     /// One cell per generation, in [`GPU_GENERATIONS`] order.
     pub cells: Vec<ReachCell>,
 }
@@ -207,6 +212,7 @@ pub fn of_binary(binary: &Binary, driver: Option<u32>) -> Option<BinaryReach> {
         .map(|g| {
             let mut cell = ReachCell {
                 generation: g.capability(),
+                capability: (g.major, g.minor),
                 path: Path::Exact,
                 min_driver: None,
                 unreached: Vec::new(),
@@ -235,6 +241,7 @@ pub fn of_binary(binary: &Binary, driver: Option<u32>) -> Option<BinaryReach> {
         kernels,
         lowest: format!("{}.{}", lo.0, lo.1),
         highest: format!("{}.{}", hi.0, hi.1),
+        range: (*lo, *hi),
         cells,
     })
 }
@@ -251,6 +258,7 @@ pub fn of(binaries: &[Binary], driver: Option<u32>) -> Reach {
         .map(|(i, g)| {
             let mut cell = ReachCell {
                 generation: g.capability(),
+                capability: (g.major, g.minor),
                 path: if binaries.is_empty() {
                     Path::None
                 } else {

@@ -17,11 +17,6 @@ fn listing(names: &[String], count: usize) -> String {
     format!("{}{more}", names.join(", "))
 }
 
-fn parse_cap(text: &str) -> (u32, u32) {
-    let (a, b) = text.split_once('.').unwrap_or((text, "0"));
-    (a.parse().unwrap_or(0), b.parse().unwrap_or(0))
-}
-
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) {
     for b in &artifact.binaries {
         let (names, count) = reach::without_forward_path(b);
@@ -39,10 +34,9 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
     }
     let view = reach::of(&artifact.binaries, policy.min_driver);
     for b in &view.binaries {
-        let (lo, hi) = (parse_cap(&b.lowest), parse_cap(&b.highest));
+        let (lo, hi) = b.range;
         for c in b.cells.iter().filter(|c| c.path == Path::None) {
-            let cap = parse_cap(&c.generation);
-            if cap > lo && cap < hi {
+            if c.capability > lo && c.capability < hi {
                 findings.push(finding(
                     "reach/gap",
                     &b.file,
@@ -77,7 +71,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
     }
     for b in &view.binaries {
         for c in &b.cells {
-            if !required.contains(&parse_cap(&c.generation)) || c.path != Path::None {
+            if !required.contains(&c.capability) || c.path != Path::None {
                 continue;
             }
             findings.push(finding(
