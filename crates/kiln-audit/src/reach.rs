@@ -42,6 +42,17 @@ impl Path {
 /// Kernel names listed per cell; the count stays exact.
 pub const KERNELS_LISTED: usize = 20;
 
+/// Characters of one listed name: a cell repeats names the coverage matrix already holds in
+/// full, so output stays bounded by the input even for hostile megabyte-long symbols.
+pub const NAME_CHARS: usize = 512;
+
+fn listed(name: &str) -> String {
+    if name.chars().count() <= NAME_CHARS {
+        return name.to_string();
+    }
+    name.chars().take(NAME_CHARS).collect::<String>() + "…"
+}
+
 /// One (generation, binary) cell, or (generation, whole input).
 #[derive(Debug, Clone, Serialize)]
 pub struct ReachCell {
@@ -230,6 +241,7 @@ pub fn of_binary(binary: &Binary, driver: Option<u32>) -> Option<BinaryReach> {
             }
             cell.unreached.sort();
             cell.unreached.truncate(KERNELS_LISTED);
+            cell.unreached = cell.unreached.iter().map(|k| listed(k)).collect();
             if cell.path == Path::None {
                 cell.min_driver = None;
             }
@@ -316,5 +328,5 @@ pub fn without_forward_path(binary: &Binary) -> (Vec<String>, usize) {
     }
     names.sort();
     names.truncate(KERNELS_LISTED);
-    (names, count)
+    (names.iter().map(|k| listed(k)).collect(), count)
 }

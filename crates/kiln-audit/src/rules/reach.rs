@@ -286,6 +286,26 @@ mod tests {
     }
 
     #[test]
+    fn listed_names_are_bounded() {
+        let long = "k".repeat(100_000);
+        let names: Vec<String> = (0..50).map(|i| format!("{long}{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let a = artifact(vec![entry("sm_80", &refs), entry("sm_90", &refs[..1])]);
+        let r = reach::of(&a.binaries, None);
+        let c = cell(&r, "9.0");
+        assert_eq!(
+            (c.unreached.len(), c.unreached_count),
+            (reach::KERNELS_LISTED, 49)
+        );
+        assert!(c
+            .unreached
+            .iter()
+            .all(|n| n.chars().count() == reach::NAME_CHARS + 1));
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.len() < 300_000, "{} bytes", text.len());
+    }
+
+    #[test]
     fn kernels_with_different_targets_intersect() {
         // `late` has only sm_90: 8.6 lies inside the binary's range, and `late` cannot get there.
         let a = artifact(vec![
