@@ -480,3 +480,70 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_audit::BinaryReach;
+
+    fn cell(g: &kiln_pins::GpuGeneration, path: ReachPath) -> ReachCell {
+        ReachCell {
+            generation: g.capability(),
+            capability: (g.major, g.minor),
+            path,
+            min_driver: (path == ReachPath::Ptx).then_some(580),
+            unreached: Vec::new(),
+            unreached_count: 0,
+        }
+    }
+
+    /// Eight binaries, one with a bidi character in its name: six columns plus `all`, one row per
+    /// generation, the rest counted, every name escaped.
+    #[test]
+    fn reach_grid_is_capped_and_escaped() {
+        let gens = kiln_pins::GPU_GENERATIONS;
+        let cells = |p| gens.iter().map(|g| cell(g, p)).collect::<Vec<_>>();
+        let binaries = (0..8)
+            .map(|i| BinaryReach {
+                file: format!("lib{i}\u{202e}.so"),
+                kernels: 1,
+                lowest: "8.0".into(),
+                highest: "12.0".into(),
+                range: ((8, 0), (12, 0)),
+                cells: cells(if i == 0 {
+                    ReachPath::Ptx
+                } else {
+                    ReachPath::Exact
+                }),
+            })
+            .collect();
+        let reach = Reach {
+            generations: gens.iter().map(|g| g.capability()).collect(),
+            driver: None,
+            binaries,
+            whole: cells(ReachPath::None),
+        };
+        let mut out = Vec::new();
+        render_reach(&mut out, &reach).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 1 + 1 + gens.len() + 6 + 1, "{text}");
+        assert!(
+            lines[1].contains("[6]") && !lines[1].contains("[7]"),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("  7.5") && lines[2].contains("ptx580"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("exact") && lines[2].trim_end().contains("-  T4"),
+            "{text}"
+        );
+        assert!(text.contains("… 2 more binaries"), "{text}");
+        assert!(
+            !text.contains('\u{202e}') && text.contains("\\u{202E}"),
+            "{text}"
+        );
+    }
+}
