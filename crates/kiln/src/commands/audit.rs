@@ -350,8 +350,9 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
 /// Binary columns in the reach grid (past them, the "all" column still covers every binary).
 const REACH_COLUMNS: usize = 6;
 
-/// A cell as the grid prints it: "exact", "compat", "family", "ptx580", "-".
-fn reach_label(c: &ReachCell) -> String {
+/// A cell as the grid prints it: "exact", "compat", "family", "ptx580"; "-" when no kernel of
+/// `kernels` gets there, "-N" when N of them do not (the others do).
+fn reach_label(c: &ReachCell, kernels: usize) -> String {
     match c.path {
         ReachPath::Exact => "exact".into(),
         ReachPath::Compatible => "compat".into(),
@@ -360,6 +361,7 @@ fn reach_label(c: &ReachCell) -> String {
             Some(d) => format!("ptx{d}"),
             None => "ptx?".into(),
         },
+        ReachPath::None if c.unreached_count < kernels => format!("-{}", c.unreached_count),
         ReachPath::None => "-".into(),
     }
 }
@@ -376,9 +378,10 @@ fn render_reach(out: &mut impl Write, reach: &Reach) -> std::io::Result<()> {
         .unwrap_or_default();
     writeln!(
         out,
-        "\nGPU reach (per kernel, worst kernel shown; exact/compat/family = SASS, ptxNNN = PTX JIT from driver NNN, - = some kernel cannot run{driver})"
+        "\nGPU reach (per kernel, worst kernel shown; exact/compat/family = SASS, ptxNNN = PTX JIT from driver NNN, -N = N kernels cannot run there, - = none can{driver})"
     )?;
     let shown = &reach.binaries[..reach.binaries.len().min(REACH_COLUMNS)];
+    let all_kernels: usize = reach.binaries.iter().map(|b| b.kernels).sum();
     let colw = 8;
     write!(out, "  {:<6}", "GPU")?;
     for i in 0..shown.len() {
@@ -388,13 +391,17 @@ fn render_reach(out: &mut impl Write, reach: &Reach) -> std::io::Result<()> {
     for (row, g) in reach.generations.iter().enumerate() {
         write!(out, "  {g:<6}")?;
         for b in shown {
-            write!(out, "{:>colw$}", reach_label(&b.cells[row]))?;
+            write!(out, "{:>colw$}", reach_label(&b.cells[row], b.kernels))?;
         }
         let products = kiln_pins::GPU_GENERATIONS
             .get(row)
             .map(|g| g.products)
             .unwrap_or("");
-        writeln!(out, "{:>colw$}  {products}", reach_label(&reach.whole[row]))?;
+        writeln!(
+            out,
+            "{:>colw$}  {products}",
+            reach_label(&reach.whole[row], all_kernels)
+        )?;
     }
     for (i, b) in shown.iter().enumerate() {
         writeln!(
@@ -517,11 +524,14 @@ mod tests {
                 }),
             })
             .collect();
+        let mut whole = cells(ReachPath::None);
+        whole[0].unreached_count = 8;
+        whole[1].unreached_count = 3;
         let reach = Reach {
             generations: gens.iter().map(|g| g.capability()).collect(),
             driver: None,
             binaries,
-            whole: cells(ReachPath::None),
+            whole,
         };
         let mut out = Vec::new();
         render_reach(&mut out, &reach).unwrap();
