@@ -546,10 +546,12 @@ mod tests {
             lines[2].starts_with("  7.5") && lines[2].contains("ptx580"),
             "{text}"
         );
+        // 7.5: all 8 kernels unreached ("-"); 8.0: 3 of the 8 ("-3").
         assert!(
-            lines[2].contains("exact") && lines[2].trim_end().contains("-  T4"),
+            lines[2].contains("exact") && lines[2].contains(" -  T4"),
             "{text}"
         );
+        assert!(lines[3].contains(" -3  A100"), "{text}");
         assert!(text.contains("… 2 more binaries"), "{text}");
         assert!(
             !text.contains('\u{202e}') && text.contains("\\u{202E}"),
