@@ -9,6 +9,7 @@
 //! - `rules/`: every rule id (registered in [`RULES`]), from facts + [`Policy`]
 //! - `platform`, `nvidia_wheels`: what the target system and NVIDIA's wheels provide
 //! - `kernel_matrix`: the kernel × target matrix, a view of the facts for the report
+//! - `reach`: GPU generation × binary, how each kernel gets there (the reach/* rules judge it)
 //!
 //! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
 //! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
@@ -25,6 +26,7 @@ mod nvidia_wheels;
 mod options;
 mod platform;
 mod policy;
+mod reach;
 mod rules;
 mod runpath;
 mod source;
@@ -39,7 +41,8 @@ pub use facts::{Artifact, Binary, InputKind};
 pub use finding::{Finding, Severity, LOWER_SEVERITY, RULES};
 pub use kernel_matrix::{Coverage, CoverageRow};
 pub use options::{NoProgress, Options, Progress};
-pub use policy::{parse_arch_list, Policy};
+pub use policy::{parse_arch_list, parse_gpu_list, Policy};
+pub use reach::{BinaryReach, Path as ReachPath, Reach, ReachCell};
 pub use rules::{Resolution, Via};
 
 /// The readers, for callers that hold bytes rather than a path (fuzzing, tests).
@@ -68,6 +71,8 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wheel: Option<facts::WheelMeta>,
     pub coverage: Vec<Coverage>,
+    /// GPU generations x binaries: how the kernels get onto each (docs/reach.md).
+    pub reach: Reach,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -104,6 +109,7 @@ pub fn audit(
 /// Evaluates the rules over an artifact already read.
 pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
     let (mut findings, linkage) = rules::evaluate(&artifact, policy);
+    let reach = reach::of(&artifact.binaries, policy.min_driver);
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
@@ -156,5 +162,6 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
         linkage,
         wheel: artifact.wheel,
         coverage,
+        reach,
     }
 }

@@ -18,6 +18,9 @@ pub struct Policy {
     pub min_driver: Option<u32>,
     /// A platform tag whose glibc ceiling applies (besides the wheel's own tags).
     pub platform: Option<String>,
+    /// GPU generations (major, minor) every kernel must reach (`--require-gpus`).
+    #[serde(serialize_with = "gpus_as_text")]
+    pub require_gpus: Option<Vec<(u32, u32)>>,
     /// kiln's runtime pins: sonames -> wheel, lib dir and pinned version.
     #[serde(skip)]
     pub runtime: BTreeMap<String, RuntimeLib>,
@@ -31,6 +34,7 @@ impl Policy {
             expect_ptx: Some(pins.matrix.ptx().collect()),
             min_driver: Some(pins.min_driver),
             platform: None,
+            require_gpus: None,
             runtime: pins.runtime.clone(),
         }
     }
@@ -84,6 +88,7 @@ impl Policy {
             && self.expect_ptx.is_none()
             && self.min_driver.is_none()
             && self.platform.is_none()
+            && self.require_gpus.is_none()
     }
 }
 
@@ -99,6 +104,47 @@ pub fn parse_arch_list(text: &str) -> Result<Vec<Arch>, String> {
         }
     }
     Ok(out)
+}
+
+/// Parses "8.0,9.0,12.0" (also "80", "sm_90") into generations of kiln-pins' GPU table; a
+/// variant suffix or a capability without a row is an error.
+pub fn parse_gpu_list(text: &str) -> Result<Vec<(u32, u32)>, String> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let arch = Arch::parse_any(item)
+            .filter(|a| a.variant == kiln_pins::Variant::Plain)
+            .ok_or_else(|| {
+                format!("{item:?} is not a compute capability (expected e.g. 8.0, 9.0, 12.0)")
+            })?;
+        if kiln_pins::gpu_generation(arch.major, arch.minor).is_none() {
+            let known: Vec<String> = kiln_pins::GPU_GENERATIONS
+                .iter()
+                .map(|g| g.capability())
+                .collect();
+            return Err(format!(
+                "{item:?} is not a GPU generation kiln knows (known: {})",
+                known.join(", ")
+            ));
+        }
+        if !out.contains(&(arch.major, arch.minor)) {
+            out.push((arch.major, arch.minor));
+        }
+    }
+    if out.is_empty() {
+        return Err("no generation listed (expected e.g. 8.0,9.0,12.0)".into());
+    }
+    Ok(out)
+}
+
+/// JSON form: ["8.0", "9.0"].
+fn gpus_as_text<S: serde::Serializer>(
+    gpus: &Option<Vec<(u32, u32)>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let text: Option<Vec<String>> = gpus
+        .as_ref()
+        .map(|v| v.iter().map(|(a, b)| format!("{a}.{b}")).collect());
+    serde::Serialize::serialize(&text, s)
 }
 
 /// JSON form: ["80", "90a", "100f"] (fatbinary's spelling).

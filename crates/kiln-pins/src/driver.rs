@@ -86,9 +86,26 @@ pub fn max_ptx_isa_for_driver(driver: u32) -> Option<DriverPtxIsa> {
         .copied()
 }
 
+/// The oldest driver branch whose ceiling admits PTX ISA `isa`, or None when no branch in the
+/// table JITs it. The table starts at 525: an answer of 525 means "525 or older".
+pub fn oldest_driver_for_ptx_isa(isa: (u32, u32)) -> Option<DriverPtxIsa> {
+    DRIVER_PTX_ISA
+        .iter()
+        .find(|row| row.ptx_isa >= isa)
+        .copied()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oldest_driver_for_an_isa_is_the_first_branch_that_admits_it() {
+        assert_eq!(oldest_driver_for_ptx_isa((9, 0)).unwrap().driver, 580);
+        assert_eq!(oldest_driver_for_ptx_isa((8, 5)).unwrap().driver, 555);
+        assert_eq!(oldest_driver_for_ptx_isa((7, 0)).unwrap().driver, 525);
+        assert!(oldest_driver_for_ptx_isa((9, 5)).is_none());
+    }
 
     #[test]
     fn driver_580_jits_isa_9_0_but_not_newer() {

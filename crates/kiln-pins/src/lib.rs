@@ -6,12 +6,15 @@
 mod arch;
 mod driver;
 mod error;
+mod gpus;
 pub mod layered;
 mod pins;
 
 pub use arch::{Arch, ArchMatrix, MatrixEntry, Target, TargetKind, Variant};
+pub use driver::oldest_driver_for_ptx_isa;
 pub use driver::{max_ptx_isa_for_driver, DriverPtxIsa, DRIVER_PTX_ISA};
 pub use error::PinsError;
+pub use gpus::{gpu_generation, GpuGeneration, GPU_GENERATIONS};
 pub use pins::{
     find_workspace_manifest, AbiRange, Pins, RuntimeLib, Toolchain, WheelPins, BUILT_IN_MANIFEST,
 };

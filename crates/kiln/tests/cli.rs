@@ -46,11 +46,31 @@ fn bad_policy_flags_exit_2() {
         ["--platform", "win_amd64"],
         ["--min-driver", "100"],
         ["--policy", "/nonexistent/Cargo.toml"],
+        // 8.8 is an nvcc target without a GPU row; 9.0a is a target, not a GPU.
+        ["--require-gpus", "8.8"],
+        ["--require-gpus", "9.0a"],
+        ["--require-gpus", ","],
     ] {
         let out = kiln(&["audit", kiln_exe(), args[0], args[1]]);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!out.stderr.is_empty());
     }
+}
+
+#[test]
+fn require_gpus_on_a_binary_without_device_code_fails_with_its_rule() {
+    let out = kiln(&["audit", kiln_exe(), "--require-gpus", "9.0", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["policy"]["require_gpus"], serde_json::json!(["9.0"]));
+    let rules: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["rule"].as_str())
+        .collect();
+    assert_eq!(rules, ["reach/required-gpu"]);
+    assert_eq!(v["reach"]["binaries"], serde_json::json!([]));
 }
 
 #[test]

@@ -6,6 +6,7 @@ pub mod arch;
 pub mod linkage;
 pub mod manifest;
 pub mod metadata;
+pub mod reach;
 pub mod wheel;
 
 use crate::facts::Artifact;
@@ -40,5 +41,6 @@ pub fn evaluate(artifact: &Artifact, policy: &Policy) -> (Vec<Finding>, Vec<Reso
     arch::check(artifact, policy, &mut findings);
     metadata::check(artifact, policy, &mut findings);
     manifest::check(artifact, policy, &mut findings);
+    reach::check(artifact, policy, &mut findings);
     (findings, resolutions)
 }

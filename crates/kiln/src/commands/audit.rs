@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 use kiln_audit::facts::EntryKind;
-use kiln_audit::{Coverage, Options, Policy, Report, Severity, Via};
+use kiln_audit::{Coverage, Options, Policy, Reach, ReachCell, ReachPath, Report, Severity, Via};
 
 use super::escape::{self, text as esc};
 
@@ -27,6 +27,9 @@ pub struct Args {
     /// Oldest driver (major version) that must JIT the PTX, e.g. 580.
     #[arg(long, value_name = "MAJOR")]
     pub min_driver: Option<u32>,
+    /// GPU generations every kernel must reach (by SASS, or by PTX within --min-driver), e.g. 8.0,9.0,12.0.
+    #[arg(long, value_name = "LIST")]
+    pub require_gpus: Option<String>,
     /// Platform tag whose glibc ceiling applies, e.g. manylinux_2_28_x86_64.
     #[arg(long, value_name = "TAG")]
     pub platform: Option<String>,
@@ -114,13 +117,18 @@ fn build_policy(args: &Args) -> Result<Policy, String> {
         Some(path) => Some(kiln_pins::Pins::load(path).map_err(|e| e.to_string())?),
         None => None,
     };
-    Policy::from_flags(
+    let mut policy = Policy::from_flags(
         pins.as_ref(),
         args.expect_sass.as_deref(),
         args.expect_ptx.as_deref(),
         args.min_driver,
         args.platform.as_deref(),
-    )
+    )?;
+    if let Some(list) = &args.require_gpus {
+        policy.require_gpus =
+            Some(kiln_audit::parse_gpu_list(list).map_err(|e| format!("--require-gpus: {e}"))?);
+    }
+    Ok(policy)
 }
 
 /// A byte progress bar on stderr, shown only for inputs over 64 MiB on a terminal.
@@ -197,7 +205,7 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
         r.kind, c.binaries, c.binaries_with_device_code, c.fatbin_containers, c.cubins, c.ptx, c.kernels
     )?;
     if r.policy.is_empty() {
-        writeln!(out, "  no policy: facts and policy-free rules only (use --policy or --expect-sass/--expect-ptx/--min-driver/--platform)")?;
+        writeln!(out, "  no policy: facts and policy-free rules only (use --policy or --expect-sass/--expect-ptx/--min-driver/--require-gpus/--platform)")?;
     }
     if !r.findings.is_empty() {
         writeln!(out, "\nFindings")?;
@@ -336,6 +344,83 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
     for cov in &r.coverage {
         render_coverage(out, cov, full)?;
     }
+    render_reach(out, &r.reach)
+}
+
+/// Binary columns in the reach grid (past them, the "all" column still covers every binary).
+const REACH_COLUMNS: usize = 6;
+
+/// A cell as the grid prints it: "exact", "compat", "family", "ptx580"; "-" when no kernel of
+/// `kernels` gets there, "-N" when N of them do not (the others do).
+fn reach_label(c: &ReachCell, kernels: usize) -> String {
+    match c.path {
+        ReachPath::Exact => "exact".into(),
+        ReachPath::Compatible => "compat".into(),
+        ReachPath::Family => "family".into(),
+        ReachPath::Ptx => match c.min_driver {
+            Some(d) => format!("ptx{d}"),
+            None => "ptx?".into(),
+        },
+        ReachPath::None if c.unreached_count < kernels => format!("-{}", c.unreached_count),
+        ReachPath::None => "-".into(),
+    }
+}
+
+/// Rows = GPU generations (a fixed table), columns = the first binaries with device code and
+/// the input as a whole: bounded whatever the input holds.
+fn render_reach(out: &mut impl Write, reach: &Reach) -> std::io::Result<()> {
+    if reach.binaries.is_empty() {
+        return Ok(());
+    }
+    let driver = reach
+        .driver
+        .map(|d| format!("; PTX counts only within driver {d}"))
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "\nGPU reach (per kernel, worst kernel shown; exact/compat/family = SASS, ptxNNN = PTX JIT from driver NNN, -N = N kernels cannot run there, - = none can{driver})"
+    )?;
+    let shown = &reach.binaries[..reach.binaries.len().min(REACH_COLUMNS)];
+    let all_kernels: usize = reach.binaries.iter().map(|b| b.kernels).sum();
+    let colw = 8;
+    write!(out, "  {:<6}", "GPU")?;
+    for i in 0..shown.len() {
+        write!(out, "{:>colw$}", format!("[{}]", i + 1))?;
+    }
+    writeln!(out, "{:>colw$}  products", "all")?;
+    for (row, g) in reach.generations.iter().enumerate() {
+        write!(out, "  {g:<6}")?;
+        for b in shown {
+            write!(out, "{:>colw$}", reach_label(&b.cells[row], b.kernels))?;
+        }
+        let products = kiln_pins::GPU_GENERATIONS
+            .get(row)
+            .map(|g| g.products)
+            .unwrap_or("");
+        writeln!(
+            out,
+            "{:>colw$}  {products}",
+            reach_label(&reach.whole[row], all_kernels)
+        )?;
+    }
+    for (i, b) in shown.iter().enumerate() {
+        writeln!(
+            out,
+            "  [{}] {} ({} kernels, targets {}–{})",
+            i + 1,
+            esc(&b.file),
+            b.kernels,
+            esc(&b.lowest),
+            esc(&b.highest)
+        )?;
+    }
+    if reach.binaries.len() > shown.len() {
+        writeln!(
+            out,
+            "  … {} more binaries with device code (in `all`; --json lists each)",
+            reach.binaries.len() - shown.len()
+        )?;
+    }
     Ok(())
 }
 
@@ -401,4 +486,76 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_audit::BinaryReach;
+
+    fn cell(g: &kiln_pins::GpuGeneration, path: ReachPath) -> ReachCell {
+        ReachCell {
+            generation: g.capability(),
+            capability: (g.major, g.minor),
+            path,
+            min_driver: (path == ReachPath::Ptx).then_some(580),
+            unreached: Vec::new(),
+            unreached_count: 0,
+        }
+    }
+
+    /// Eight binaries, one with a bidi character in its name: six columns plus `all`, one row per
+    /// generation, the rest counted, every name escaped.
+    #[test]
+    fn reach_grid_is_capped_and_escaped() {
+        let gens = kiln_pins::GPU_GENERATIONS;
+        let cells = |p| gens.iter().map(|g| cell(g, p)).collect::<Vec<_>>();
+        let binaries = (0..8)
+            .map(|i| BinaryReach {
+                file: format!("lib{i}\u{202e}.so"),
+                kernels: 1,
+                lowest: "8.0".into(),
+                highest: "12.0".into(),
+                range: ((8, 0), (12, 0)),
+                cells: cells(if i == 0 {
+                    ReachPath::Ptx
+                } else {
+                    ReachPath::Exact
+                }),
+            })
+            .collect();
+        let mut whole = cells(ReachPath::None);
+        whole[0].unreached_count = 8;
+        whole[1].unreached_count = 3;
+        let reach = Reach {
+            generations: gens.iter().map(|g| g.capability()).collect(),
+            driver: None,
+            binaries,
+            whole,
+        };
+        let mut out = Vec::new();
+        render_reach(&mut out, &reach).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 1 + 1 + gens.len() + 6 + 1, "{text}");
+        assert!(
+            lines[1].contains("[6]") && !lines[1].contains("[7]"),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("  7.5") && lines[2].contains("ptx580"),
+            "{text}"
+        );
+        // 7.5: all 8 kernels unreached ("-"); 8.0: 3 of the 8 ("-3").
+        assert!(
+            lines[2].contains("exact") && lines[2].contains(" -  T4"),
+            "{text}"
+        );
+        assert!(lines[3].contains(" -3  A100"), "{text}");
+        assert!(text.contains("… 2 more binaries"), "{text}");
+        assert!(
+            !text.contains('\u{202e}') && text.contains("\\u{202E}"),
+            "{text}"
+        );
+    }
 }

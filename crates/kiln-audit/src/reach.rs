@@ -1,0 +1,332 @@
+//! GPU reach: for every GPU generation (kiln-pins' table) and every binary with device code,
+//! how each kernel gets onto that GPU — exact SASS, compatible SASS, family SASS, PTX JIT — or
+//! that it cannot. Computed per kernel; a binary reaches a generation only as well as its
+//! worst kernel. Compatibility rules and their sources: docs/reach.md.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kiln_pins::{GpuGeneration, Variant, GPU_GENERATIONS};
+use serde::Serialize;
+
+use crate::facts::{Binary, EntryKind, Target, TargetKind};
+
+/// How kernels get onto a GPU, best first (the driver prefers SASS over a JIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Path {
+    /// SASS for exactly this capability (any variant).
+    Exact,
+    /// Plain SASS of the same major and a lower minor.
+    Compatible,
+    /// `f` SASS of the same family (same major, lower minor).
+    Family,
+    /// PTX the driver JIT-compiles.
+    Ptx,
+    /// No way there.
+    None,
+}
+
+impl Path {
+    /// "exact", "compatible", "family", "ptx", "none".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Path::Exact => "exact",
+            Path::Compatible => "compatible",
+            Path::Family => "family",
+            Path::Ptx => "ptx",
+            Path::None => "none",
+        }
+    }
+}
+
+/// Kernel names listed per cell; the count stays exact.
+pub const KERNELS_LISTED: usize = 20;
+
+/// Characters of one listed name: a cell repeats names the coverage matrix already holds in
+/// full, so output stays bounded by the input even for hostile megabyte-long symbols.
+pub const NAME_CHARS: usize = 512;
+
+fn listed(name: &str) -> String {
+    if name.chars().count() <= NAME_CHARS {
+        return name.to_string();
+    }
+    name.chars().take(NAME_CHARS).collect::<String>() + "…"
+}
+
+/// One (generation, binary) cell, or (generation, whole input).
+#[derive(Debug, Clone, Serialize)]
+pub struct ReachCell {
+    /// "9.0"
+    pub generation: String,
+    #[serde(skip)]
+    pub capability: (u32, u32),
+    /// The worst path over the kernels.
+    pub path: Path,
+    /// When some kernel gets there only by PTX: the oldest driver that JITs all of that PTX
+    /// (null: no driver in kiln's table does, or no kernel needs the JIT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_driver: Option<u32>,
+    /// Kernels with no way there (first [`KERNELS_LISTED`], sorted; for the whole input
+    /// "<binary>: <kernel>").
+    pub unreached: Vec<String>,
+    pub unreached_count: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BinaryReach {
+    pub file: String,
+    pub kernels: usize,
+    /// Lowest and highest capability among its targets, "8.0" / "12.0".
+    pub lowest: String,
+    pub highest: String,
+    /// The same range as numbers.
+    #[serde(skip)]
+    pub range: ((u32, u32), (u32, u32)),
+    /// One cell per generation, in [`GPU_GENERATIONS`] order.
+    pub cells: Vec<ReachCell>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Reach {
+    /// The generations, in row order: "7.5", "8.0", …
+    pub generations: Vec<String>,
+    /// `--min-driver` when given: PTX that needs a newer driver is not a path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<u32>,
+    pub binaries: Vec<BinaryReach>,
+    /// The input as a whole: per generation the worst cell of any binary.
+    pub whole: Vec<ReachCell>,
+}
+
+/// A target one kernel has, with the PTX ISA of a PTX target.
+type KernelTarget = (Target, Option<(u32, u32)>);
+
+/// What every kernel of a binary has, kernels with identical sets folded. A binary whose cubins
+/// list no kernel names (`--no-kernels`) counts as one kernel holding every target.
+fn kernel_sets(binary: &Binary) -> Option<BTreeMap<BTreeSet<KernelTarget>, Vec<String>>> {
+    let dev = binary.device.as_ref()?;
+    let mut by_kernel: BTreeMap<&str, BTreeSet<KernelTarget>> = BTreeMap::new();
+    let mut all: BTreeSet<KernelTarget> = BTreeSet::new();
+    for e in &dev.entries {
+        // Unreadable or relabelled entries prove no target (as in the arch rules).
+        if e.error.is_some() || e.label_mismatch.is_some() || e.kind == EntryKind::Other {
+            continue;
+        }
+        let Some(t) = e.target.device() else { continue };
+        let isa = if t.kind == TargetKind::Ptx {
+            e.ptx_isa_num
+        } else {
+            None
+        };
+        all.insert((t, isa));
+        for k in &e.kernels {
+            by_kernel.entry(k).or_default().insert((t, isa));
+        }
+    }
+    if all.is_empty() {
+        return None;
+    }
+    let mut folded: BTreeMap<BTreeSet<KernelTarget>, Vec<String>> = BTreeMap::new();
+    if by_kernel.is_empty() {
+        folded.insert(all, vec!["(all kernels)".to_string()]);
+    }
+    for (k, set) in by_kernel {
+        folded.entry(set).or_default().push(k.to_string());
+    }
+    Some(folded)
+}
+
+/// The best way one target takes onto `g`, with the driver a PTX path needs (`Err` when the
+/// PTX is not admitted by `driver`). None: this target does not run there.
+fn path_of(
+    (t, isa): &KernelTarget,
+    g: &GpuGeneration,
+    driver: Option<u32>,
+) -> Option<(Path, Option<u32>)> {
+    let a = t.arch;
+    let same = a.major == g.major && a.minor == g.minor;
+    let family = a.major == g.major && a.minor <= g.minor;
+    match t.kind {
+        TargetKind::Sass => match a.variant {
+            _ if same => Some((Path::Exact, None)),
+            Variant::Plain if family => Some((Path::Compatible, None)),
+            Variant::Family if family => Some((Path::Family, None)),
+            _ => None,
+        },
+        TargetKind::Ptx => {
+            let runs = match a.variant {
+                Variant::Plain => (a.major, a.minor) <= (g.major, g.minor),
+                Variant::ArchSpecific => same,
+                Variant::Family => family,
+            };
+            if !runs {
+                return None;
+            }
+            let needs = isa
+                .and_then(kiln_pins::oldest_driver_for_ptx_isa)
+                .map(|row| row.driver);
+            match (driver, needs) {
+                (Some(have), Some(need)) if need > have => None,
+                // ISA unknown to the table: no stated driver can be shown to JIT it.
+                (Some(_), None) => None,
+                _ => Some((Path::Ptx, needs)),
+            }
+        }
+    }
+}
+
+/// One kernel's best path onto `g`; for PTX the oldest driver among the PTX entries that reach.
+fn best(
+    set: &BTreeSet<KernelTarget>,
+    g: &GpuGeneration,
+    driver: Option<u32>,
+) -> (Path, Option<u32>) {
+    let mut out = (Path::None, None);
+    for kt in set {
+        if let Some((p, d)) = path_of(kt, g, driver) {
+            out = match p.cmp(&out.0) {
+                std::cmp::Ordering::Less => (p, d),
+                std::cmp::Ordering::Equal => (p, min_some(out.1, d)),
+                std::cmp::Ordering::Greater => out,
+            };
+        }
+    }
+    out
+}
+
+fn min_some(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn max_some(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn capability(t: &Target) -> (u32, u32) {
+    (t.arch.major, t.arch.minor)
+}
+
+/// The reach of one binary; None without readable device code.
+pub fn of_binary(binary: &Binary, driver: Option<u32>) -> Option<BinaryReach> {
+    let sets = kernel_sets(binary)?;
+    let targets: BTreeSet<(u32, u32)> = sets.keys().flatten().map(|(t, _)| capability(t)).collect();
+    let (lo, hi) = (targets.first()?, targets.last()?);
+    let kernels = sets.values().map(Vec::len).sum();
+    let cells = GPU_GENERATIONS
+        .iter()
+        .map(|g| {
+            let mut cell = ReachCell {
+                generation: g.capability(),
+                capability: (g.major, g.minor),
+                path: Path::Exact,
+                min_driver: None,
+                unreached: Vec::new(),
+                unreached_count: 0,
+            };
+            for (set, names) in &sets {
+                let (p, d) = best(set, g, driver);
+                cell.path = cell.path.max(p);
+                if p == Path::None {
+                    cell.unreached_count += names.len();
+                    cell.unreached.extend(names.iter().cloned());
+                } else if p == Path::Ptx {
+                    cell.min_driver = max_some(cell.min_driver, d);
+                }
+            }
+            cell.unreached.sort();
+            cell.unreached.truncate(KERNELS_LISTED);
+            cell.unreached = cell.unreached.iter().map(|k| listed(k)).collect();
+            if cell.path == Path::None {
+                cell.min_driver = None;
+            }
+            cell
+        })
+        .collect();
+    Some(BinaryReach {
+        file: binary.path.clone(),
+        kernels,
+        lowest: format!("{}.{}", lo.0, lo.1),
+        highest: format!("{}.{}", hi.0, hi.1),
+        range: (*lo, *hi),
+        cells,
+    })
+}
+
+/// The reach of every binary with device code, and of the input as a whole.
+pub fn of(binaries: &[Binary], driver: Option<u32>) -> Reach {
+    let binaries: Vec<BinaryReach> = binaries
+        .iter()
+        .filter_map(|b| of_binary(b, driver))
+        .collect();
+    let whole = GPU_GENERATIONS
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let mut cell = ReachCell {
+                generation: g.capability(),
+                capability: (g.major, g.minor),
+                path: if binaries.is_empty() {
+                    Path::None
+                } else {
+                    Path::Exact
+                },
+                min_driver: None,
+                unreached: Vec::new(),
+                unreached_count: 0,
+            };
+            for b in &binaries {
+                let c = &b.cells[i];
+                cell.path = cell.path.max(c.path);
+                cell.min_driver = max_some(cell.min_driver, c.min_driver);
+                cell.unreached_count += c.unreached_count;
+                let room = KERNELS_LISTED.saturating_sub(cell.unreached.len());
+                cell.unreached.extend(
+                    c.unreached
+                        .iter()
+                        .take(room)
+                        .map(|k| format!("{}: {k}", b.file)),
+                );
+            }
+            if cell.path == Path::None {
+                cell.min_driver = None;
+            }
+            cell
+        })
+        .collect();
+    Reach {
+        generations: GPU_GENERATIONS
+            .iter()
+            .map(GpuGeneration::capability)
+            .collect(),
+        driver,
+        binaries,
+        whole,
+    }
+}
+
+/// Kernels of a binary with no PTX and only `a` or `f` SASS: nothing beyond their own arch or
+/// family can run them (first [`KERNELS_LISTED`], and the count).
+pub fn without_forward_path(binary: &Binary) -> (Vec<String>, usize) {
+    let Some(sets) = kernel_sets(binary) else {
+        return (Vec::new(), 0);
+    };
+    let mut names: Vec<String> = Vec::new();
+    let mut count = 0;
+    for (set, ks) in &sets {
+        let no_ptx = set.iter().all(|(t, _)| t.kind == TargetKind::Sass);
+        let only_specific = set.iter().all(|(t, _)| t.arch.variant != Variant::Plain);
+        if no_ptx && only_specific {
+            count += ks.len();
+            names.extend(ks.iter().cloned());
+        }
+    }
+    names.sort();
+    names.truncate(KERNELS_LISTED);
+    (names.iter().map(|k| listed(k)).collect(), count)
+}

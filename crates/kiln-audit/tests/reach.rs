@@ -1,0 +1,205 @@
+//! GPU reach on device code built here by the pinned nvcc: plain SASS, SASS + PTX, `a`-only
+//! SASS, `f` SASS, and a shared library whose kernels were built for different target sets.
+//! The paths and the reach/* findings must follow from the bytes nvcc wrote.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kiln_audit::{NoProgress, Options, Policy, ReachPath, Report};
+
+fn nvcc() -> PathBuf {
+    let home = std::env::var_os("CUDA_HOME").map(PathBuf::from).unwrap_or_else(|| {
+        panic!("CUDA_HOME is not set: run the tests with `cargo xtask test` (it bootstraps the pinned CUDA and sets CUDA_HOME) or in `nix develop`")
+    });
+    home.join("bin/nvcc")
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn source(dir: &Path, name: &str, kernel: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.cu"));
+    let text = format!("extern \"C\" __global__ void {kernel}(float *a, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] += 1.0f; }}\n");
+    std::fs::write(&src, text).unwrap();
+    src
+}
+
+/// A bare fatbin of one kernel for `gencodes`.
+fn fatbin(dir: &Path, name: &str, gencodes: &[&str]) -> PathBuf {
+    let src = source(dir, name, &format!("k_{name}"));
+    let out = dir.join(format!("{name}.fatbin"));
+    let mut cmd = Command::new(nvcc());
+    cmd.arg("-fatbin").arg("-o").arg(&out).arg(&src);
+    for g in gencodes {
+        cmd.arg("-gencode").arg(g);
+    }
+    run(&mut cmd);
+    out
+}
+
+fn audit(path: &Path, policy: &Policy) -> Report {
+    kiln_audit::audit(path, policy, &Options::default(), &NoProgress).unwrap()
+}
+
+/// The cell of `generation` for the first binary.
+fn path(r: &Report, generation: &str) -> (ReachPath, Option<u32>) {
+    let i = r
+        .reach
+        .generations
+        .iter()
+        .position(|g| g == generation)
+        .unwrap();
+    let c = &r.reach.binaries[0].cells[i];
+    (c.path, c.min_driver)
+}
+
+fn rules(r: &Report) -> Vec<&str> {
+    r.findings.iter().map(|f| f.rule).collect()
+}
+
+#[test]
+fn nvcc_fixtures_reach_what_the_compatibility_rules_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let none = Policy::default();
+
+    // Plain SASS only: its own minors and the higher ones of the same major, nothing else.
+    let r = audit(
+        &fatbin(
+            d,
+            "plain",
+            &["arch=compute_80,code=sm_80", "arch=compute_86,code=sm_86"],
+        ),
+        &none,
+    );
+    assert_eq!(path(&r, "8.6").0, ReachPath::Exact);
+    assert_eq!(path(&r, "8.7").0, ReachPath::Compatible);
+    assert_eq!(path(&r, "9.0").0, ReachPath::None);
+    assert_eq!(path(&r, "7.5").0, ReachPath::None);
+    assert!(rules(&r).is_empty(), "{:?}", r.findings);
+
+    // SASS + PTX: the JIT carries it to every newer GPU, from the driver of nvcc 13.0's ISA 9.0.
+    let ptx = fatbin(d, "ptx", &["arch=compute_80,code=[sm_80,compute_80]"]);
+    let r = audit(&ptx, &none);
+    assert_eq!(path(&r, "8.6"), (ReachPath::Compatible, None));
+    assert_eq!(path(&r, "12.1"), (ReachPath::Ptx, Some(580)));
+    assert!(rules(&r).is_empty(), "{:?}", r.findings);
+    let mut p = Policy {
+        require_gpus: Some(vec![(9, 0), (12, 0)]),
+        min_driver: Some(580),
+        ..Policy::default()
+    };
+    assert!(rules(&audit(&ptx, &p)).is_empty());
+    p.min_driver = Some(570);
+    let r = audit(&ptx, &p);
+    assert_eq!(
+        path(&r, "12.0").0,
+        ReachPath::None,
+        "ISA 9.0 PTX is no path under driver 570"
+    );
+    assert_eq!(
+        rules(&r)
+            .iter()
+            .filter(|x| **x == "reach/required-gpu")
+            .count(),
+        2,
+        "{:?}",
+        r.findings
+    );
+
+    // `a`-only SASS: exactly 9.0, and nothing newer can run it.
+    let r = audit(
+        &fatbin(d, "archspecific", &["arch=compute_90a,code=sm_90a"]),
+        &none,
+    );
+    assert_eq!(path(&r, "9.0").0, ReachPath::Exact);
+    assert_eq!(path(&r, "10.0").0, ReachPath::None);
+    assert_eq!(rules(&r), ["reach/no-forward-path"], "{:?}", r.findings);
+
+    // `f` SASS (nvcc 13.0 accepts sm_100f and sm_120f): the family, not the next major.
+    let r = audit(
+        &fatbin(
+            d,
+            "family",
+            &[
+                "arch=compute_100f,code=sm_100f",
+                "arch=compute_120f,code=sm_120f",
+            ],
+        ),
+        &none,
+    );
+    assert_eq!(path(&r, "10.0").0, ReachPath::Exact);
+    assert_eq!(path(&r, "10.3").0, ReachPath::Family);
+    assert_eq!(path(&r, "12.1").0, ReachPath::Family);
+    // 11.0 lies between the binary's targets, and no `f` SASS of 10.x or 12.x reaches it.
+    assert_eq!(path(&r, "11.0").0, ReachPath::None);
+    let mut got = rules(&r);
+    got.sort();
+    assert_eq!(
+        got,
+        ["reach/gap", "reach/no-forward-path"],
+        "{:?}",
+        r.findings
+    );
+}
+
+#[test]
+fn a_library_whose_kernels_have_different_targets_reaches_their_intersection() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut objects = Vec::new();
+    for (name, gencodes) in [
+        (
+            "wide",
+            &["arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90"][..],
+        ),
+        ("narrow", &["arch=compute_90,code=sm_90"][..]),
+    ] {
+        let src = source(d, name, &format!("k_{name}"));
+        let obj = d.join(format!("{name}.o"));
+        let mut cmd = Command::new(nvcc());
+        cmd.args(["-c", "-Xcompiler", "-fPIC", "-o"])
+            .arg(&obj)
+            .arg(&src);
+        for g in gencodes {
+            cmd.arg("-gencode").arg(g);
+        }
+        run(&mut cmd);
+        objects.push(obj);
+    }
+    let lib = d.join("libmixed.so");
+    run(Command::new("g++")
+        .arg("-shared")
+        .arg("-o")
+        .arg(&lib)
+        .args(&objects));
+    let r = audit(&lib, &Policy::default());
+    assert_eq!(r.reach.binaries.len(), 1);
+    let b = &r.reach.binaries[0];
+    assert_eq!(
+        (b.kernels, b.lowest.as_str(), b.highest.as_str()),
+        (2, "8.0", "9.0")
+    );
+    assert_eq!(path(&r, "9.0").0, ReachPath::Exact);
+    let i = r.reach.generations.iter().position(|g| g == "8.6").unwrap();
+    assert_eq!(b.cells[i].path, ReachPath::None);
+    assert_eq!(b.cells[i].unreached, ["k_narrow"]);
+    let gaps: Vec<&str> = r
+        .findings
+        .iter()
+        .filter(|f| f.rule == "reach/gap")
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(gaps.len(), 3, "8.0 < 8.6, 8.7, 8.9 < 9.0: {gaps:?}");
+    assert!(
+        gaps.iter()
+            .all(|m| m.contains("k_narrow") && !m.contains("k_wide")),
+        "{gaps:?}"
+    );
+}

@@ -1,0 +1,135 @@
+//! GPU generations the reach table is computed for: compute capability, example products and
+//! the CUDA release that first compiled for it. Data only; the compatibility rules live in the
+//! audit (kiln-audit's `reach`).
+//!
+//! Sources: NVIDIA, "CUDA GPUs — Compute Capability" (developer.nvidia.com/cuda-gpus) for the
+//! capability and products of each row; the CUDA Toolkit release notes of the release named
+//! in `introduced_in` (docs.nvidia.com/cuda/cuda-toolkit-release-notes) for when nvcc gained
+//! the target. CUDA 13.0 renumbered Thor from sm_101 (CUDA 12.8) to sm_110.
+
+/// One GPU generation (one compute capability).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuGeneration {
+    pub major: u32,
+    pub minor: u32,
+    /// NVIDIA's architecture name.
+    pub architecture: &'static str,
+    /// A few products with this capability.
+    pub products: &'static str,
+    /// The CUDA release whose nvcc first targets it, "major.minor".
+    pub introduced_in: (u32, u32),
+}
+
+impl GpuGeneration {
+    /// "9.0"
+    pub fn capability(&self) -> String {
+        format!("{}.{}", self.major, self.minor)
+    }
+}
+
+/// Ordered by capability. 8.8 is a valid nvcc target in CUDA 13 but NVIDIA lists no product
+/// for it, so it has no row.
+pub const GPU_GENERATIONS: &[GpuGeneration] = &[
+    GpuGeneration {
+        major: 7,
+        minor: 5,
+        architecture: "Turing",
+        products: "T4, RTX 20xx, Quadro RTX",
+        introduced_in: (10, 0),
+    },
+    GpuGeneration {
+        major: 8,
+        minor: 0,
+        architecture: "Ampere",
+        products: "A100, A30",
+        introduced_in: (11, 0),
+    },
+    GpuGeneration {
+        major: 8,
+        minor: 6,
+        architecture: "Ampere",
+        products: "A10, A40, RTX 30xx, RTX A6000",
+        introduced_in: (11, 1),
+    },
+    GpuGeneration {
+        major: 8,
+        minor: 7,
+        architecture: "Ampere",
+        products: "Jetson AGX Orin, Orin Nano",
+        introduced_in: (11, 4),
+    },
+    GpuGeneration {
+        major: 8,
+        minor: 9,
+        architecture: "Ada Lovelace",
+        products: "L4, L40S, RTX 40xx, RTX 6000 Ada",
+        introduced_in: (11, 8),
+    },
+    GpuGeneration {
+        major: 9,
+        minor: 0,
+        architecture: "Hopper",
+        products: "H100, H200, GH200",
+        introduced_in: (11, 8),
+    },
+    GpuGeneration {
+        major: 10,
+        minor: 0,
+        architecture: "Blackwell",
+        products: "B200, GB200",
+        introduced_in: (12, 8),
+    },
+    GpuGeneration {
+        major: 10,
+        minor: 3,
+        architecture: "Blackwell Ultra",
+        products: "B300, GB300",
+        introduced_in: (12, 9),
+    },
+    GpuGeneration {
+        major: 11,
+        minor: 0,
+        architecture: "Blackwell",
+        products: "Jetson Thor",
+        introduced_in: (13, 0),
+    },
+    GpuGeneration {
+        major: 12,
+        minor: 0,
+        architecture: "Blackwell",
+        products: "RTX 50xx, RTX PRO 6000 Blackwell",
+        introduced_in: (12, 8),
+    },
+    GpuGeneration {
+        major: 12,
+        minor: 1,
+        architecture: "Blackwell",
+        products: "DGX Spark (GB10)",
+        introduced_in: (12, 9),
+    },
+];
+
+/// The generation of capability `major.minor`, if it has a row.
+pub fn gpu_generation(major: u32, minor: u32) -> Option<&'static GpuGeneration> {
+    GPU_GENERATIONS
+        .iter()
+        .find(|g| g.major == major && g.minor == minor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_are_sorted_known_capabilities() {
+        for w in GPU_GENERATIONS.windows(2) {
+            assert!((w[0].major, w[0].minor) < (w[1].major, w[1].minor), "{w:?}");
+        }
+        for g in GPU_GENERATIONS {
+            let arch = crate::ArchMatrix::parse(&[g.capability()]);
+            assert!(arch.is_ok(), "{} is not a known capability", g.capability());
+        }
+        assert_eq!(gpu_generation(11, 0).unwrap().products, "Jetson Thor");
+        assert!(gpu_generation(10, 1).is_none(), "sm_101 became sm_110");
+    }
+}
