@@ -5,7 +5,12 @@
 //! Sources: NVIDIA, "CUDA GPUs — Compute Capability" (developer.nvidia.com/cuda-gpus) for the
 //! capability and products of each row; the CUDA Toolkit release notes of the release named
 //! in `introduced_in` (docs.nvidia.com/cuda/cuda-toolkit-release-notes) for when nvcc gained
-//! the target. CUDA 13.0 renumbered Thor from sm_101 (CUDA 12.8) to sm_110.
+//! the target. CUDA 13.0 renumbered Thor from sm_101 (CUDA 12.8) to sm_110 (checked: the
+//! cuRANDDx 0.2.1 and nvCOMPDx 0.1.1 release notes, docs.nvidia.com/cuda/curanddx/release_notes.html:
+//! "Thor SM renaming from sm_101 to sm_110 starting from CUDA 13.0; for CUDA 12.9 and older
+//! releases Thor stays labeled as sm_101"; cuRANDDx 0.2.0 lists SM100, SM101, SM103, SM120 and
+//! SM121 as the Blackwell architectures). The other rows are not yet checked against the
+//! compute-capability page from here.
 
 /// One GPU generation (one compute capability).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
