@@ -78,11 +78,20 @@ const METADATA: &str = "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n";
 /// A well-formed wheel's members: a package, `extra`, WHEEL, METADATA (+ `metadata_extra`
 /// header lines), and a RECORD that is right for all of them.
 fn members(extra: Vec<Member>, metadata_extra: &str) -> Vec<Member> {
+    members_with_wheel_file(extra, WHEEL_FILE, metadata_extra)
+}
+
+/// [`members`] with `wheel_file` as the WHEEL text.
+fn members_with_wheel_file(
+    extra: Vec<Member>,
+    wheel_file: &str,
+    metadata_extra: &str,
+) -> Vec<Member> {
     let mut m = vec![Member::file("demo/__init__.py", b"")];
     m.extend(extra);
     m.push(Member::file(
         &format!("{DIST}/WHEEL"),
-        WHEEL_FILE.as_bytes(),
+        wheel_file.as_bytes(),
     ));
     m.push(Member::file(
         &format!("{DIST}/METADATA"),
@@ -504,17 +513,7 @@ fn zip(c: &mut Cases, e: &Elfs) {
     .iter()
     .enumerate()
     {
-        let mut m = vec![Member::file("demo/__init__.py", b"")];
-        m.push(Member::file(
-            &format!("{DIST}/WHEEL"),
-            format!("{v}Tag: py3-none-linux_x86_64\n").as_bytes(),
-        ));
-        m.push(Member::file(
-            &format!("{DIST}/METADATA"),
-            METADATA.as_bytes(),
-        ));
-        let r = record(&m, DIST);
-        m.push(r);
+        let m = members_with_wheel_file(vec![], &format!("{v}Tag: py3-none-linux_x86_64\n"), "");
         c.add(
             "zip",
             &format!("wheel-version-{i}"),
@@ -883,17 +882,11 @@ fn bounds(c: &mut Cases, e: &Elfs) {
                 .join(".")
         };
         let tag = format!("{}-{}-{}", many("py"), many("abi"), many("linux_x86_64_"));
-        let mut m = vec![Member::file("demo/__init__.py", b"")];
-        m.push(Member::file(
-            &format!("{DIST}/WHEEL"),
-            format!("Wheel-Version: 1.0\nTag: {tag}\nTag: py3-none-linux_x86_64\n").as_bytes(),
-        ));
-        m.push(Member::file(
-            &format!("{DIST}/METADATA"),
-            METADATA.as_bytes(),
-        ));
-        let r = record(&m, DIST);
-        m.push(r);
+        let m = members_with_wheel_file(
+            vec![],
+            &format!("Wheel-Version: 1.0\nTag: {tag}\nTag: py3-none-linux_x86_64\n"),
+            "",
+        );
         c.add(
             "bounds",
             "tag-expansion",
