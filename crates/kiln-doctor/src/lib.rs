@@ -100,9 +100,6 @@ pub const CHECK_IDS: &[&str] = &[
     "link.driver-api",
 ];
 
-/// The workspace Cargo.toml this kiln was built from: the fallback pins.
-const BUILT_IN_MANIFEST: &str = include_str!("../../../Cargo.toml");
-
 /// Where the pins come from.
 #[derive(Debug, Clone)]
 pub enum PinsSource {
@@ -172,8 +169,9 @@ fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>), D
                 Ok((pins, check, Some(path)))
             }
             Err(e) => {
-                let pins = Pins::parse(BUILT_IN_MANIFEST, Path::new("<built into kiln>"))
-                    .expect("the workspace's own pins parse");
+                let pins =
+                    Pins::parse(kiln_pins::BUILT_IN_MANIFEST, Path::new("<built into kiln>"))
+                        .expect("the workspace's own pins parse");
                 let why = match e {
                     PinsError::NoWorkspace(_) => e.to_string(),
                     other => format!("the workspace pins are unusable ({other})"),
