@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceCode {
     pub containers: usize,
+    #[serde(serialize_with = "crate::json::entries")]
     pub entries: Vec<EntryFacts>,
 }
 
@@ -122,6 +123,7 @@ pub struct EntryFacts {
     pub stored_size: usize,
     pub size: u64,
     /// Kernel entry symbols (cubin) or `.entry` names (PTX).
+    #[serde(serialize_with = "crate::json::entry_kernels")]
     pub kernels: Vec<String>,
     /// PTX `.version` as "9.0".
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -263,6 +265,17 @@ fn read_payload(e: &container::Entry, payload: &[u8], facts: &mut EntryFacts) {
                 }
                 Ok(_) => {}
                 Err(err) => facts.error = Some(err.to_string()),
+            }
+            // The variant is only in the toolkit note; a cubin without one proves its SM alone.
+            if let Some((sm, variant)) = kiln_fatbin::cubin::toolkit_target(payload) {
+                if facts.label_mismatch.is_none() && (sm, variant) != (e.sm, e.variant) {
+                    facts.label_mismatch = Some(format!(
+                        "the entry header says sm_{}{}, the cubin's toolkit note says it was compiled for sm_{sm}{}",
+                        e.sm,
+                        e.variant.suffix(),
+                        variant.suffix()
+                    ))
+                }
             }
             match kiln_fatbin::cubin::kernels(payload) {
                 Ok(k) => facts.kernels = k,

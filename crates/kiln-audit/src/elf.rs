@@ -16,8 +16,11 @@ const FDO_DLOPEN_NOTE: u32 = 0x407c_0c0a;
 pub struct ElfFacts {
     pub machine: u16,
     pub soname: Option<String>,
+    #[serde(serialize_with = "crate::json::needed")]
     pub needed: Vec<String>,
+    #[serde(serialize_with = "crate::json::runpath")]
     pub runpath: Vec<String>,
+    #[serde(serialize_with = "crate::json::rpath")]
     pub rpath: Vec<String>,
     /// Highest GLIBC_x.y required, as (x, y).
     pub max_glibc: Option<(u32, u32)>,
@@ -25,9 +28,13 @@ pub struct ElfFacts {
     pub max_glibcxx: Option<String>,
     pub undefined_symbols: usize,
     /// One entry per feature in `.note.dlopen`.
+    #[serde(serialize_with = "crate::json::dlopen")]
     pub dlopen: Vec<DlopenFeature>,
     /// Problems reading `.note.dlopen` (bad JSON etc.).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "crate::json::dlopen_errors"
+    )]
     pub dlopen_errors: Vec<String>,
     /// `.nv_fatbin` contents (file offset and bytes are resolved by the caller).
     #[serde(skip)]
@@ -56,6 +63,7 @@ pub struct DlopenFeature {
     #[serde(default)]
     pub priority: Option<String>,
     /// Alternatives: any one of them satisfies the feature.
+    #[serde(serialize_with = "crate::json::dlopen_sonames")]
     pub soname: Vec<String>,
 }
 

@@ -56,11 +56,14 @@ impl DistRecord {
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct WheelMeta {
+    #[serde(serialize_with = "crate::json::dist_info")]
     pub dist_info: Vec<String>,
     /// Tags from the WHEEL file(s), expanded.
+    #[serde(serialize_with = "crate::json::tags")]
     pub tags: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filename: Option<FilenameTags>,
+    #[serde(serialize_with = "crate::json::requires_dist")]
     pub requires_dist: Vec<Requirement>,
     /// Every top-level dist-info's RECORD, in `dist_info` order.
     #[serde(skip)]

@@ -11,15 +11,26 @@ use crate::facts::{Binary, Target};
 pub struct Coverage {
     pub file: String,
     /// Column order: SASS targets by number, then PTX targets (in JSON, their names).
+    #[serde(serialize_with = "crate::json::coverage_targets")]
     pub targets: Vec<Target>,
+    #[serde(serialize_with = "crate::json::coverage_rows")]
     pub rows: Vec<CoverageRow>,
+    /// Why `rows` is empty although there are kernels: more targets than [`MAX_COLUMNS`]
+    /// (the matrix would grow as kernels x targets; reach and the arch rules see every entry).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_tabulated: Option<String>,
 }
+
+/// Most target columns one binary's matrix gets (real wheels have under 20).
+pub const MAX_COLUMNS: usize = 64;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CoverageRow {
     /// Kernels sharing exactly this target set (sorted).
+    #[serde(serialize_with = "crate::json::coverage_kernels")]
     pub kernels: Vec<String>,
     /// One bool per column of [`Coverage::targets`].
+    #[serde(serialize_with = "crate::json::coverage_present")]
     pub present: Vec<bool>,
 }
 
@@ -43,6 +54,18 @@ pub fn of(binary: &Binary) -> Option<Coverage> {
     }
     let mut targets: Vec<Target> = targets.into_iter().collect();
     targets.sort_by_key(column_order);
+    if targets.len() > MAX_COLUMNS {
+        let not_tabulated = Some(format!(
+            "{} distinct targets: over the {MAX_COLUMNS}-column limit of the coverage matrix",
+            targets.len()
+        ));
+        return Some(Coverage {
+            file: binary.path.clone(),
+            targets,
+            rows: Vec::new(),
+            not_tabulated,
+        });
+    }
     let mut folded: BTreeMap<Vec<bool>, Vec<String>> = BTreeMap::new();
     for (k, set) in by_kernel {
         let key: Vec<bool> = targets.iter().map(|t| set.contains(t)).collect();
@@ -63,5 +86,6 @@ pub fn of(binary: &Binary) -> Option<Coverage> {
         file: binary.path.clone(),
         targets,
         rows,
+        not_tabulated: None,
     })
 }

@@ -21,6 +21,7 @@ mod error;
 pub mod facts;
 mod finding;
 mod input;
+pub mod json;
 mod kernel_matrix;
 mod nvidia_wheels;
 mod options;
@@ -65,11 +66,15 @@ pub struct Report {
     pub kind: InputKind,
     pub policy: Policy,
     pub counts: Counts,
+    #[serde(serialize_with = "crate::json::findings")]
     pub findings: Vec<Finding>,
+    #[serde(serialize_with = "crate::json::binaries")]
     pub binaries: Vec<Binary>,
+    #[serde(serialize_with = "crate::json::linkage")]
     pub linkage: Vec<Resolution>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wheel: Option<facts::WheelMeta>,
+    #[serde(serialize_with = "crate::json::coverage")]
     pub coverage: Vec<Coverage>,
     /// GPU generations x binaries: how the kernels get onto each (docs/reach.md).
     pub reach: Reach,

@@ -83,6 +83,7 @@ pub struct BinaryReach {
     #[serde(skip)]
     pub range: ((u32, u32), (u32, u32)),
     /// One cell per generation, in [`GPU_GENERATIONS`] order.
+    #[serde(serialize_with = "crate::json::reach_cells")]
     pub cells: Vec<ReachCell>,
 }
 
@@ -93,8 +94,10 @@ pub struct Reach {
     /// `--min-driver` when given: PTX that needs a newer driver is not a path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<u32>,
+    #[serde(serialize_with = "crate::json::reach_binaries")]
     pub binaries: Vec<BinaryReach>,
     /// The input as a whole: per generation the worst cell of any binary.
+    #[serde(serialize_with = "crate::json::reach_whole")]
     pub whole: Vec<ReachCell>,
 }
 

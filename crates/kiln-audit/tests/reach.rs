@@ -203,3 +203,76 @@ fn a_library_whose_kernels_have_different_targets_reaches_their_intersection() {
         "{gaps:?}"
     );
 }
+
+/// The `a`/`f` variant of a cubin is proven by its own toolkit note, not by the fatbin entry's
+/// flags: nvcc's sm_90a / sm_100f / sm_120 cubins pass under their true labels, and each
+/// relabelled variant (flag cleared, or added) is a target mismatch that proves no target.
+#[test]
+fn cubin_variants_come_from_the_cubins_own_note() {
+    use kiln_fatbin::container::{self, FLAG_ARCH_SPECIFIC, FLAG_FAMILY};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let path = fatbin(
+        d,
+        "variants",
+        &[
+            "arch=compute_90a,code=sm_90a",
+            "arch=compute_100f,code=sm_100f",
+            "arch=compute_120,code=sm_120",
+        ],
+    );
+    let none = Policy::default();
+    let r = audit(&path, &none);
+    assert!(
+        !rules(&r).contains(&"fatbin/target-mismatch"),
+        "{:?}",
+        rules(&r)
+    );
+    let labels: Vec<String> = r.binaries[0]
+        .device
+        .as_ref()
+        .unwrap()
+        .entries
+        .iter()
+        .map(|e| e.target.to_string())
+        .collect();
+    for t in ["sm_90a", "sm_100f", "sm_120"] {
+        assert!(labels.iter().any(|l| l == t), "{t} missing from {labels:?}");
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    let cubins: Vec<(usize, u32)> = container::parse(&bytes).unwrap()[0]
+        .entries
+        .iter()
+        .filter(|e| e.kind == container::EntryKind::Elf)
+        .map(|e| (e.offset, e.sm))
+        .collect();
+    // Clear sm_90a's and sm_100f's variant bit, set `f` on the plain sm_120.
+    for (sm, clear, set) in [
+        (90, FLAG_ARCH_SPECIFIC, 0),
+        (100, FLAG_FAMILY, 0),
+        (120, 0, FLAG_FAMILY),
+    ] {
+        let (at, _) = *cubins.iter().find(|c| c.1 == sm).unwrap();
+        let mut lied = bytes.clone();
+        let flags = u64::from_le_bytes(lied[at + 40..at + 48].try_into().unwrap());
+        lied[at + 40..at + 48].copy_from_slice(&((flags & !clear) | set).to_le_bytes());
+        let p = d.join(format!("lied{sm}.fatbin"));
+        std::fs::write(&p, &lied).unwrap();
+        let r = audit(&p, &none);
+        assert!(
+            rules(&r).contains(&"fatbin/target-mismatch"),
+            "sm_{sm}: {:?}",
+            rules(&r)
+        );
+        let e = r.binaries[0]
+            .device
+            .as_ref()
+            .unwrap()
+            .entries
+            .iter()
+            .find(|e| e.offset == at)
+            .unwrap();
+        let why = e.label_mismatch.as_deref().unwrap_or("");
+        assert!(why.contains("toolkit note"), "sm_{sm}: {why}");
+    }
+}

@@ -1,7 +1,7 @@
 //! A cubin is an ELF file whose kernel entry points are FUNC symbols marked STO_CUDA_ENTRY.
 
 use object::read::elf::{ElfFile64, FileHeader, Sym};
-use object::{Object, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSymbol};
 
 use crate::{Error, Result};
 
@@ -47,18 +47,67 @@ pub fn kernels(bytes: &[u8]) -> Result<Vec<String>> {
             file.elf_header().e_machine(endian)
         )));
     }
-    let mut names = Vec::new();
+    // Borrowed and deduplicated first: symbols may all point at one string-table entry, or at
+    // suffixes of one long string, so owned names are made only for distinct ones, and only
+    // while they fit in the cubin's own size (real names are each stored once).
+    let mut names = std::collections::BTreeSet::new();
     for sym in file.symbols() {
         let raw = sym.elf_symbol();
         let is_func = raw.st_type() == object::elf::STT_FUNC;
         if is_func && raw.st_other() & STO_CUDA_ENTRY != 0 {
             let name = sym.name().map_err(|e| Error::Cubin(e.to_string()))?;
-            names.push(name.to_string());
+            names.insert(name);
         }
     }
-    names.sort();
-    names.dedup();
-    Ok(names)
+    let total: usize = names.iter().map(|n| n.len()).sum();
+    if total > bytes.len() {
+        return Err(Error::Cubin(format!(
+            "{} kernel names of {total} bytes together, more than the cubin's {} bytes (names sharing string-table bytes)",
+            names.len(),
+            bytes.len()
+        )));
+    }
+    Ok(names.into_iter().map(str::to_string).collect())
+}
+
+/// The target the assembler was told to compile for, from the cubin's `.note.nv.tkinfo` note:
+/// the only place a cubin records its `a`/`f` variant (measured on nvcc 13.0.88: sm_90 and
+/// sm_90a, sm_100/a/f, sm_120/f cubins differ in `-arch sm_90a` there and nowhere else). The
+/// note is an ELF note (owner "NVIDIA Corp") whose descriptor holds NUL-separated strings: tool
+/// name, version, build, then the options — ptxas writes "-arch sm_90a -m 64", cuDNN 9.22's
+/// nvasm_internal cubins "-arch SM80 -novliw". None when there is no such note or no `-arch`
+/// this reader understands: the driver ignores the note, so a cubin without a readable one
+/// proves its SM (from `e_flags`) and not its variant.
+pub fn toolkit_target(bytes: &[u8]) -> Option<(u32, kiln_pins::Variant)> {
+    let file = ElfFile64::<object::Endianness>::parse(bytes).ok()?;
+    let data = file.section_by_name(".note.nv.tkinfo")?.data().ok()?;
+    let word = |at: usize| {
+        let w = data.get(at..at.checked_add(4)?)?;
+        Some(u32::from_le_bytes(w.try_into().ok()?) as usize)
+    };
+    let (namesz, descsz) = (word(0)?, word(4)?);
+    let desc_at = 12usize.checked_add(namesz.checked_next_multiple_of(4)?)?;
+    let desc = data.get(desc_at..desc_at.checked_add(descsz)?)?;
+    let mut words = desc
+        .split(|b| *b == 0 || b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty());
+    while let Some(w) = words.next() {
+        let value = match w {
+            b"-arch" | b"--gpu-name" => words.next(),
+            _ => w
+                .strip_prefix(b"-arch=")
+                .or_else(|| w.strip_prefix(b"--gpu-name=")),
+        };
+        if let Some(v) = value {
+            let v = std::str::from_utf8(v).ok()?;
+            let v = match v.strip_prefix("SM") {
+                Some(n) => format!("sm_{n}"),
+                None => v.to_string(),
+            };
+            return crate::ptx::target_arch(&v);
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -31,7 +31,8 @@ pub fn target_arch(target: &str) -> Option<(u32, kiln_pins::Variant)> {
 pub fn parse(text: &str) -> Result<PtxInfo> {
     let mut isa = None;
     let mut target = None;
-    let mut kernels = Vec::new();
+    // A set of borrowed names: a text repeating one `.entry` a million times costs one name.
+    let mut kernels = std::collections::BTreeSet::new();
     for line in text.lines() {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix(".version") {
@@ -55,12 +56,11 @@ pub fn parse(text: &str) -> Result<PtxInfo> {
                 .find(|c: char| c == '(' || c.is_whitespace())
                 .unwrap_or(rest.len());
             if end > 0 {
-                kernels.push(rest[..end].to_string());
+                kernels.insert(&rest[..end]);
             }
         }
     }
-    kernels.sort();
-    kernels.dedup();
+    let kernels = kernels.into_iter().map(str::to_string).collect();
     Ok(PtxInfo {
         isa: isa.ok_or_else(|| Error::Ptx("no .version directive".into()))?,
         target: target.ok_or_else(|| Error::Ptx("no .target directive".into()))?,

@@ -55,6 +55,11 @@ pub struct Args {
     /// Show every binary and every coverage row (default: the noteworthy ones, 12 rows per binary).
     #[arg(long)]
     pub full: bool,
+    /// Stop listing facts in --json past this many bytes of output, and say in "omitted" how many
+    /// items each list left out (counts and findings' totals stay exact). Default: 1 MiB or the
+    /// input's size, whichever is larger.
+    #[arg(long, value_name = "BYTES")]
+    pub max_json_size: Option<usize>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -97,9 +102,10 @@ pub fn run(args: Args) -> i32 {
     let written = if args.quiet {
         Ok(())
     } else if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)
-            .map_err(std::io::Error::other)
-            .and_then(|_| writeln!(out))
+        let budget = args
+            .max_json_size
+            .unwrap_or_else(|| kiln_audit::json::default_budget(input_bytes(&args.input, &report)));
+        kiln_audit::json::write(&mut out, &report, budget).map(drop)
     } else {
         render(&mut out, &report, failed, args.full)
     };
@@ -110,6 +116,14 @@ pub fn run(args: Args) -> i32 {
         }
     }
     i32::from(failed)
+}
+
+/// The input's size as read: the file's length, or a directory's binaries together.
+fn input_bytes(input: &std::path::Path, report: &Report) -> u64 {
+    match std::fs::metadata(input) {
+        Ok(m) if m.is_file() => m.len(),
+        _ => report.binaries.iter().map(|b| b.size).sum(),
+    }
 }
 
 fn build_policy(args: &Args) -> Result<Policy, String> {
@@ -173,6 +187,8 @@ impl kiln_audit::Progress for Bar {
 /// Binaries listed without --full (each is one line; a wheel of 30k tiny ELFs would otherwise
 /// print 30k lines).
 const BINARY_LINES: usize = 200;
+/// Coverage matrices printed without --full.
+const COVERAGE_TABLES: usize = 20;
 
 fn width() -> usize {
     std::env::var("COLUMNS")
@@ -341,8 +357,16 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
             "  … {hidden} more binaries (host-only without findings, or past the first {BINARY_LINES}; --full lists them)"
         )?;
     }
-    for cov in &r.coverage {
+    let tables = if full { usize::MAX } else { COVERAGE_TABLES };
+    for cov in r.coverage.iter().take(tables) {
         render_coverage(out, cov, full)?;
+    }
+    if r.coverage.len() > tables {
+        writeln!(
+            out,
+            "\n… {} more coverage tables (--full or --json lists them)",
+            r.coverage.len() - tables
+        )?;
     }
     render_reach(out, &r.reach)
 }
@@ -426,6 +450,9 @@ fn render_reach(out: &mut impl Write, reach: &Reach) -> std::io::Result<()> {
 
 /// Kernel x target matrix; identical rows folded; columns wrap to fit the terminal.
 fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io::Result<()> {
+    if let Some(why) = &cov.not_tabulated {
+        return writeln!(out, "\nCoverage: {}: {why}", esc(&cov.file));
+    }
     if cov.rows.is_empty() {
         return Ok(());
     }

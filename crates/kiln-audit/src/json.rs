@@ -1,0 +1,146 @@
+//! The JSON report under a size budget. The facts lists grow with the input (and with what its
+//! compressed payloads inflate to: a 1 MB wheel can hold a fatbin whose PTX names millions of
+//! kernels), so [`write`] stops listing items once the budget is spent and ends the report with
+//! `"omitted"`: per list, how many items were left out. Counts and verdicts stay exact; plain
+//! `serde_json::to_*` of a [`Report`] is unbounded and lists everything.
+//!
+//! The budget is checked before each list item, so the output exceeds it by at most one item's
+//! scalars (its strings); every list inside an item is bounded the same way.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde::ser::{SerializeSeq, Serializer};
+use serde::Serialize;
+
+use crate::Report;
+
+thread_local! {
+    /// Bytes written so far by the [`write`] in progress on this thread.
+    static WRITTEN: Cell<usize> = const { Cell::new(0) };
+    /// Its budget; `usize::MAX` when no bounded write is in progress (everything is listed).
+    static LIMIT: Cell<usize> = const { Cell::new(usize::MAX) };
+    static OMITTED: RefCell<BTreeMap<&'static str, usize>> = const { RefCell::new(BTreeMap::new()) };
+}
+
+/// The default budget: 1 MiB, or the input's own size when that is larger (output linear in
+/// the input, and big real wheels listed in full: cuDNN's 513 MB wheel gives 25 MB).
+pub fn default_budget(input_bytes: u64) -> usize {
+    usize::try_from(input_bytes)
+        .unwrap_or(usize::MAX)
+        .max(1 << 20)
+}
+
+/// Writes `report` as pretty JSON, listing items only while fewer than `budget` bytes have
+/// been written. Returns how many items were left out, per list (also in the JSON).
+pub fn write<W: Write>(
+    out: W,
+    report: &Report,
+    budget: usize,
+) -> io::Result<BTreeMap<&'static str, usize>> {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LIMIT.set(usize::MAX);
+            WRITTEN.set(0);
+        }
+    }
+    let _reset = Reset;
+    WRITTEN.set(0);
+    LIMIT.set(budget);
+    OMITTED.with_borrow_mut(BTreeMap::clear);
+    #[derive(Serialize)]
+    struct Bounded<'a> {
+        #[serde(flatten)]
+        report: &'a Report,
+        omitted: OmittedSoFar,
+    }
+    let mut ser = serde_json::Serializer::pretty(Counting(out));
+    Bounded {
+        report,
+        omitted: OmittedSoFar,
+    }
+    .serialize(&mut ser)
+    .map_err(io::Error::other)?;
+    let mut out = ser.into_inner();
+    writeln!(out)?;
+    out.flush()?;
+    Ok(OMITTED.with_borrow_mut(std::mem::take))
+}
+
+/// Serialized after every list, so it holds what they left out.
+struct OmittedSoFar;
+
+impl Serialize for OmittedSoFar {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        OMITTED.with_borrow(|m| m.serialize(s))
+    }
+}
+
+struct Counting<W>(W);
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.0.write(buf)?;
+        WRITTEN.set(WRITTEN.get().saturating_add(n));
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+fn list<T: Serialize, S: Serializer>(
+    name: &'static str,
+    items: &[T],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let mut seq = s.serialize_seq(Some(items.len()))?;
+    for (i, item) in items.iter().enumerate() {
+        if WRITTEN.get() >= LIMIT.get() {
+            OMITTED.with_borrow_mut(|m| *m.entry(name).or_default() += items.len() - i);
+            break;
+        }
+        seq.serialize_element(item)?;
+    }
+    seq.end()
+}
+
+/// One `serialize_with` function per growing list, named for where it sits in the report
+/// (docs/audit-json-schema.md, "omitted").
+macro_rules! bounded_lists {
+    ($($fn_name:ident => $path:literal),* $(,)?) => {$(
+        pub(crate) fn $fn_name<T: Serialize, S: Serializer>(
+            items: &[T],
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            list($path, items, s)
+        }
+    )*};
+}
+
+bounded_lists! {
+    findings => "findings",
+    binaries => "binaries",
+    needed => "binaries[].elf.needed",
+    runpath => "binaries[].elf.runpath",
+    rpath => "binaries[].elf.rpath",
+    dlopen => "binaries[].elf.dlopen",
+    dlopen_sonames => "binaries[].elf.dlopen[].soname",
+    dlopen_errors => "binaries[].elf.dlopen_errors",
+    entries => "binaries[].device.entries",
+    entry_kernels => "binaries[].device.entries[].kernels",
+    linkage => "linkage",
+    dist_info => "wheel.dist_info",
+    tags => "wheel.tags",
+    requires_dist => "wheel.requires_dist",
+    coverage => "coverage",
+    coverage_targets => "coverage[].targets",
+    coverage_rows => "coverage[].rows",
+    coverage_kernels => "coverage[].rows[].kernels",
+    coverage_present => "coverage[].rows[].present",
+    reach_binaries => "reach.binaries",
+    reach_cells => "reach.binaries[].cells",
+    reach_whole => "reach.whole",
+}
