@@ -15,6 +15,8 @@ pub enum AuditError {
     TooLarge(PathBuf, u64, u64),
     #[error("{0}: {1}; only regular files and directories are audited")]
     NotRegular(PathBuf, &'static str),
+    #[error("{0}: {1}; audit it again once nothing writes to it")]
+    Changed(PathBuf, String),
     #[error("{0}: both an ELF/fatbin and a zip archive (or an ELF named .whl): pip would install one, the loader load the other — refused")]
     Polyglot(PathBuf),
 }

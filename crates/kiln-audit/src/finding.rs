@@ -233,10 +233,16 @@ mod tests {
 /// The readers turn bytes into facts; only `rules/` decides findings. A reader that constructs a
 /// [`Finding`] or reaches into the crate root (where the entry points and the policy live) fails
 /// here. The readers are every module outside `rules/` except the registry, the entry points and
-/// the report's derived views.
+/// the report's derived views and its JSON writer.
 #[cfg(test)]
 mod reader_purity {
-    const NOT_READERS: &[&str] = &["finding.rs", "lib.rs", "kernel_matrix.rs", "policy.rs"];
+    const NOT_READERS: &[&str] = &[
+        "finding.rs",
+        "lib.rs",
+        "kernel_matrix.rs",
+        "policy.rs",
+        "json.rs",
+    ];
 
     fn readers() -> Vec<(String, String)> {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");

@@ -28,6 +28,22 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
         return read_dir(path, opts, progress);
     }
     let (file, len) = source::open_regular(path).map_err(|e| AuditError::open(path, e))?;
+    let stamp = source::Stamp::of(&file).map_err(|e| AuditError::io(path, e))?;
+    let file = std::sync::Arc::new(file);
+    let artifact = read_file(path, Source::File(file.clone(), len), opts, progress)?;
+    Source::File(file, len)
+        .check_unchanged(&stamp)
+        .map_err(|why| AuditError::Changed(path.to_path_buf(), why))?;
+    Ok(artifact)
+}
+
+fn read_file(
+    path: &Path,
+    src: Source<'_>,
+    opts: &Options,
+    progress: &dyn Progress,
+) -> Result<Artifact, AuditError> {
+    let len = src.len();
     if len > opts.max_total_size {
         return Err(AuditError::TooLarge(
             path.to_path_buf(),
@@ -35,7 +51,6 @@ pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             opts.max_total_size,
         ));
     }
-    let src = Source::File(std::sync::Arc::new(file), len);
     let head = src.bytes_at(0, 4).unwrap_or_default();
     let named_wheel = path.extension().is_some_and(|e| e == "whl");
     if head.starts_with(b"PK") {
@@ -784,6 +799,7 @@ fn read_dir_file(
             limit,
         });
     }
+    let stamp = source::Stamp::of(&file).map_err(|e| unreadable("read", e.to_string()))?;
     let src = Source::File(std::sync::Arc::new(file), len);
     let head = src.bytes_at(0, 4).unwrap_or_default();
     let result = if elf::is_elf(&head) || dist {
@@ -817,6 +833,8 @@ fn read_dir_file(
         }
         (None, None, hasher.finish())
     };
+    src.check_unchanged(&stamp)
+        .map_err(|why| unreadable("read", why))?;
     progress.advance(len);
     Ok(result)
 }

@@ -32,8 +32,13 @@ pub fn default_budget(input_bytes: u64) -> usize {
         .max(1 << 20)
 }
 
-/// Writes `report` as pretty JSON, listing items only while fewer than `budget` bytes have
-/// been written. Returns how many items were left out, per list (also in the JSON).
+/// What the lists leave of the budget for the closing brackets and `"omitted"` (22 lists at
+/// most, each a short key and a count).
+const RESERVE: usize = 8 << 10;
+
+/// Writes `report` as pretty JSON of at most `budget` bytes (plus at most one item's strings),
+/// listing items only while the budget lasts. Returns how many items were left out, per list
+/// (also in the JSON).
 pub fn write<W: Write>(
     out: W,
     report: &Report,
@@ -48,7 +53,7 @@ pub fn write<W: Write>(
     }
     let _reset = Reset;
     WRITTEN.set(0);
-    LIMIT.set(budget);
+    LIMIT.set(budget.saturating_sub(RESERVE));
     OMITTED.with_borrow_mut(BTreeMap::clear);
     #[derive(Serialize)]
     struct Bounded<'a> {

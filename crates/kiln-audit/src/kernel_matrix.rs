@@ -1,8 +1,6 @@
 //! The kernel x target coverage matrix of one binary, with kernels that have identical target
 //! sets folded into one row.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use serde::Serialize;
 
 use crate::facts::{Binary, Target};
@@ -41,18 +39,13 @@ fn column_order(t: &Target) -> (kiln_pins::TargetKind, u32, String) {
 
 pub fn of(binary: &Binary) -> Option<Coverage> {
     let dev = binary.device.as_ref()?;
-    let mut by_kernel: BTreeMap<&str, BTreeSet<Target>> = BTreeMap::new();
-    let mut targets: BTreeSet<Target> = BTreeSet::new();
-    for e in &dev.entries {
-        let Some(t) = e.target.device() else {
-            continue;
-        };
-        targets.insert(t);
-        for k in &e.kernels {
-            by_kernel.entry(k).or_default().insert(t);
-        }
-    }
-    let mut targets: Vec<Target> = targets.into_iter().collect();
+    let folded = crate::kernel_fold::fold(
+        dev.entries
+            .iter()
+            .filter_map(|e| Some((e.target.device()?, e.kernels.as_slice()))),
+    );
+    // Column order differs from Target's own order: map each target index to its column.
+    let mut targets = folded.targets.clone();
     targets.sort_by_key(column_order);
     if targets.len() > MAX_COLUMNS {
         let not_tabulated = Some(format!(
@@ -66,21 +59,31 @@ pub fn of(binary: &Binary) -> Option<Coverage> {
             not_tabulated,
         });
     }
-    let mut folded: BTreeMap<Vec<bool>, Vec<String>> = BTreeMap::new();
-    for (k, set) in by_kernel {
-        let key: Vec<bool> = targets.iter().map(|t| set.contains(t)).collect();
-        folded.entry(key).or_default().push(k.to_string());
-    }
+    let column: Vec<usize> = folded
+        .targets
+        .iter()
+        .map(|t| targets.iter().position(|c| c == t).expect("same targets"))
+        .collect();
     let mut rows: Vec<CoverageRow> = folded
-        .into_iter()
-        .map(|(present, kernels)| CoverageRow { kernels, present })
+        .sets
+        .iter()
+        .map(|(key, kernels)| {
+            let mut present = vec![false; targets.len()];
+            for &i in key {
+                present[column[i]] = true;
+            }
+            CoverageRow {
+                kernels: kernels.iter().map(|k| k.to_string()).collect(),
+                present,
+            }
+        })
         .collect();
     // Rows with gaps first: they are what the reader is looking for.
-    rows.sort_by_key(|r| {
-        (
-            r.present.iter().filter(|p| **p).count(),
-            r.kernels.first().cloned(),
-        )
+    rows.sort_by(|a, b| {
+        let have = |r: &CoverageRow| r.present.iter().filter(|p| **p).count();
+        have(a)
+            .cmp(&have(b))
+            .then_with(|| a.kernels.first().cmp(&b.kernels.first()))
     });
     Some(Coverage {
         file: binary.path.clone(),

@@ -22,6 +22,7 @@ pub mod facts;
 mod finding;
 mod input;
 pub mod json;
+mod kernel_fold;
 mod kernel_matrix;
 mod nvidia_wheels;
 mod options;
@@ -68,12 +69,13 @@ pub struct Report {
     pub counts: Counts,
     #[serde(serialize_with = "crate::json::findings")]
     pub findings: Vec<Finding>,
+    /// Before the long lists: under a JSON budget (json.rs) it is listed whatever they hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<facts::WheelMeta>,
     #[serde(serialize_with = "crate::json::binaries")]
     pub binaries: Vec<Binary>,
     #[serde(serialize_with = "crate::json::linkage")]
     pub linkage: Vec<Resolution>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wheel: Option<facts::WheelMeta>,
     #[serde(serialize_with = "crate::json::coverage")]
     pub coverage: Vec<Coverage>,
     /// GPU generations x binaries: how the kernels get onto each (docs/reach.md).

@@ -106,37 +106,37 @@ type KernelTarget = (Target, Option<(u32, u32)>);
 
 /// What every kernel of a binary has, kernels with identical sets folded. A binary whose cubins
 /// list no kernel names (`--no-kernels`) counts as one kernel holding every target.
-fn kernel_sets(binary: &Binary) -> Option<BTreeMap<BTreeSet<KernelTarget>, Vec<String>>> {
+fn kernel_sets(binary: &Binary) -> Option<BTreeMap<BTreeSet<KernelTarget>, Vec<&str>>> {
     let dev = binary.device.as_ref()?;
-    let mut by_kernel: BTreeMap<&str, BTreeSet<KernelTarget>> = BTreeMap::new();
-    let mut all: BTreeSet<KernelTarget> = BTreeSet::new();
-    for e in &dev.entries {
+    let readable = dev.entries.iter().filter_map(|e| {
         // Unreadable or relabelled entries prove no target (as in the arch rules).
         if e.error.is_some() || e.label_mismatch.is_some() || e.kind == EntryKind::Other {
-            continue;
+            return None;
         }
-        let Some(t) = e.target.device() else { continue };
+        let t = e.target.device()?;
         let isa = if t.kind == TargetKind::Ptx {
             e.ptx_isa_num
         } else {
             None
         };
-        all.insert((t, isa));
-        for k in &e.kernels {
-            by_kernel.entry(k).or_default().insert((t, isa));
-        }
-    }
-    if all.is_empty() {
+        Some(((t, isa), e.kernels.as_slice()))
+    });
+    let folded = crate::kernel_fold::fold(readable);
+    if folded.targets.is_empty() {
         return None;
     }
-    let mut folded: BTreeMap<BTreeSet<KernelTarget>, Vec<String>> = BTreeMap::new();
-    if by_kernel.is_empty() {
-        folded.insert(all, vec!["(all kernels)".to_string()]);
+    let set_of = |key: &[usize]| key.iter().map(|&i| folded.targets[i]).collect();
+    if folded.sets.is_empty() {
+        let all: Vec<usize> = (0..folded.targets.len()).collect();
+        return Some(BTreeMap::from([(set_of(&all), vec!["(all kernels)"])]));
     }
-    for (k, set) in by_kernel {
-        folded.entry(set).or_default().push(k.to_string());
-    }
-    Some(folded)
+    Some(
+        folded
+            .sets
+            .iter()
+            .map(|(key, names)| (set_of(key), names.clone()))
+            .collect(),
+    )
 }
 
 /// The best way one target takes onto `g`, with the driver a PTX path needs (`Err` when the
@@ -232,19 +232,23 @@ pub fn of_binary(binary: &Binary, driver: Option<u32>) -> Option<BinaryReach> {
                 unreached: Vec::new(),
                 unreached_count: 0,
             };
+            let mut unreached: Vec<&str> = Vec::new();
             for (set, names) in &sets {
                 let (p, d) = best(set, g, driver);
                 cell.path = cell.path.max(p);
                 if p == Path::None {
                     cell.unreached_count += names.len();
-                    cell.unreached.extend(names.iter().cloned());
+                    unreached.extend(names.iter().copied());
                 } else if p == Path::Ptx {
                     cell.min_driver = max_some(cell.min_driver, d);
                 }
             }
-            cell.unreached.sort();
-            cell.unreached.truncate(KERNELS_LISTED);
-            cell.unreached = cell.unreached.iter().map(|k| listed(k)).collect();
+            unreached.sort_unstable();
+            cell.unreached = unreached
+                .iter()
+                .take(KERNELS_LISTED)
+                .map(|k| listed(k))
+                .collect();
             if cell.path == Path::None {
                 cell.min_driver = None;
             }
@@ -319,17 +323,21 @@ pub fn without_forward_path(binary: &Binary) -> (Vec<String>, usize) {
     let Some(sets) = kernel_sets(binary) else {
         return (Vec::new(), 0);
     };
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
     let mut count = 0;
     for (set, ks) in &sets {
         let no_ptx = set.iter().all(|(t, _)| t.kind == TargetKind::Sass);
         let only_specific = set.iter().all(|(t, _)| t.arch.variant != Variant::Plain);
         if no_ptx && only_specific {
             count += ks.len();
-            names.extend(ks.iter().cloned());
+            names.extend(ks.iter().copied());
         }
     }
-    names.sort();
-    names.truncate(KERNELS_LISTED);
-    (names.iter().map(|k| listed(k)).collect(), count)
+    names.sort_unstable();
+    let listed = names
+        .iter()
+        .take(KERNELS_LISTED)
+        .map(|k| listed(k))
+        .collect();
+    (listed, count)
 }

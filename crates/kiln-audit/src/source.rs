@@ -55,12 +55,51 @@ impl Source<'_> {
         }
     }
 
+    /// Err (saying how) when the file is no longer what it was when opened: another length or
+    /// modification time. An input rewritten under a running audit was not audited.
+    pub fn check_unchanged(&self, opened: &Stamp) -> Result<(), String> {
+        let Source::File(f, _) = self else {
+            return Ok(());
+        };
+        let now = Stamp::of(f).map_err(|e| format!("cannot stat it again: {e}"))?;
+        if now == *opened {
+            return Ok(());
+        }
+        Err(format!(
+            "changed while it was read ({} bytes when opened, {} now{})",
+            opened.len,
+            now.len,
+            if now.modified != opened.modified {
+                ", modified since"
+            } else {
+                ""
+            }
+        ))
+    }
+
     /// A reader for the zip crate: cloneable (one per worker), each with its own position.
     pub fn reader(&self) -> SourceReader<'_> {
         SourceReader {
             source: self.clone(),
             pos: 0,
         }
+    }
+}
+
+/// A file's length and modification time, to tell whether it changed under the audit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl Stamp {
+    pub fn of(f: &File) -> std::io::Result<Stamp> {
+        let m = f.metadata()?;
+        Ok(Stamp {
+            len: m.len(),
+            modified: m.modified().ok(),
+        })
     }
 }
 

@@ -166,3 +166,122 @@ fn zstd_entry_claiming_a_huge_size_is_rejected_before_allocating() {
     let err = d.entries[0].error.as_deref().unwrap_or("");
     assert!(err.contains("zstd header claims"), "{err:?}");
 }
+
+/// Truncates the input when the audit starts reading members: after the central directory was
+/// read, before any member is inflated — the file shrinks under a running audit.
+struct TruncateOnBegin<'a> {
+    path: &'a Path,
+    keep: u64,
+}
+
+impl kiln_audit::Progress for TruncateOnBegin<'_> {
+    fn begin(&self, _: u64, _: &str) {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.path)
+            .unwrap();
+        f.set_len(self.keep).unwrap();
+    }
+    fn advance(&self, _: u64) {}
+    fn end(&self) {}
+}
+
+#[test]
+fn a_wheel_truncated_while_it_is_read_is_an_error_not_a_crash_nor_a_pass() {
+    // Incompressible bytes, so the member's data spans most of the file.
+    let mut noise = Vec::with_capacity(1 << 20);
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    while noise.len() < 1 << 20 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        noise.extend_from_slice(&x.to_le_bytes());
+    }
+    let bytes = zip(&[
+        ("x/__init__.py", b""),
+        ("x/data.bin", &noise),
+        (
+            "x-1.0.dist-info/WHEEL",
+            b"Wheel-Version: 1.0\nTag: py3-none-any\n",
+        ),
+        (
+            "x-1.0.dist-info/METADATA",
+            b"Metadata-Version: 2.1\nName: x\nVersion: 1.0\n",
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    for keep in [0, 100, bytes.len() as u64 / 2, bytes.len() as u64 - 200] {
+        let path = dir.path().join("x-1.0-py3-none-any.whl");
+        std::fs::write(&path, &bytes).unwrap();
+        let progress = TruncateOnBegin { path: &path, keep };
+        match kiln_audit::audit(&path, &Policy::default(), &Options::default(), &progress) {
+            Err(e) => assert!(!e.to_string().is_empty()),
+            Ok(r) => assert!(
+                r.findings
+                    .iter()
+                    .any(|f| f.severity == kiln_audit::Severity::Error
+                        && f.rule != "wheel/record-missing"),
+                "kept {keep} of {} bytes: no error from the truncation, findings {:?}",
+                bytes.len(),
+                rules(&r)
+            ),
+        }
+    }
+    // Untouched, the same wheel lacks only its RECORD: the errors above come from the truncation.
+    let path = dir.path().join("x-1.0-py3-none-any.whl");
+    std::fs::write(&path, &bytes).unwrap();
+    let r = kiln_audit::audit(&path, &Policy::default(), &Options::default(), &NoProgress).unwrap();
+    assert_eq!(rules(&r), ["wheel/record-missing"]);
+}
+
+/// A fatbin: one PTX entry (uncompressed) naming `kernels` kernels.
+fn ptx_fatbin(kernels: usize) -> Vec<u8> {
+    let mut text = String::from(".version 8.0\n.target sm_80\n.address_size 64\n");
+    for i in 0..kernels {
+        text += &format!(".visible .entry kernel_{i}()\n{{\nret;\n}}\n");
+    }
+    let mut entry = vec![0u8; 64];
+    entry[0..2].copy_from_slice(&1u16.to_le_bytes());
+    entry[4..8].copy_from_slice(&64u32.to_le_bytes());
+    entry[8..16].copy_from_slice(&(text.len() as u64).to_le_bytes());
+    entry[26..28].copy_from_slice(&8u16.to_le_bytes());
+    entry[28..32].copy_from_slice(&80u32.to_le_bytes());
+    entry.extend_from_slice(text.as_bytes());
+    let mut out = kiln_fatbin::container::MAGIC.to_le_bytes().to_vec();
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(&(entry.len() as u64).to_le_bytes());
+    out.extend_from_slice(&entry);
+    out
+}
+
+#[test]
+fn the_json_report_stays_within_its_budget_and_says_what_it_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.fatbin");
+    std::fs::write(&path, ptx_fatbin(50_000)).unwrap();
+    let r = kiln_audit::audit(&path, &Policy::default(), &Options::default(), &NoProgress).unwrap();
+    let listed = |json: &serde_json::Value| {
+        json["binaries"][0]["device"]["entries"][0]["kernels"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    // Unbounded: every kernel, nothing omitted.
+    let mut full = Vec::new();
+    let omitted = kiln_audit::json::write(&mut full, &r, usize::MAX).unwrap();
+    assert!(omitted.is_empty(), "{omitted:?}");
+    let v: serde_json::Value = serde_json::from_slice(&full).unwrap();
+    assert_eq!(listed(&v), 50_000);
+    assert!(full.len() > 1 << 20, "{}", full.len());
+    // 64 KiB: cut short, still JSON, the counts exact, and the left-out kernels counted.
+    let mut small = Vec::new();
+    let omitted = kiln_audit::json::write(&mut small, &r, 64 << 10).unwrap();
+    assert!(small.len() <= 64 << 10, "{} bytes", small.len());
+    let v: serde_json::Value = serde_json::from_slice(&small).unwrap();
+    let left = v["omitted"]["binaries[].device.entries[].kernels"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(left, omitted["binaries[].device.entries[].kernels"] as u64);
+    assert_eq!(listed(&v) as u64 + left, 50_000);
+    assert_eq!(v["counts"]["kernels"], 50_000);
+}

@@ -24,6 +24,17 @@ pub enum Input {
     Fifo,
     /// A directory holding one regular file and one FIFO.
     DirWithFifo,
+    /// A wheel file its reader may not open (mode 000).
+    UnreadableFile,
+    /// A directory holding one regular file and one the reader may not open (mode 000).
+    DirWithUnreadable,
+}
+
+impl Input {
+    /// Only a reader without root's override sees mode 000 as unreadable: run as `nobody`.
+    pub fn needs_unprivileged_reader(&self) -> bool {
+        matches!(self, Input::UnreadableFile | Input::DirWithUnreadable)
+    }
 }
 
 pub struct Case {
@@ -156,6 +167,7 @@ pub fn all(elfs: &Elfs, fatbin: &[u8]) -> Vec<Case> {
     device(&mut c, fatbin);
     special(&mut c);
     bounds(&mut c, elfs);
+    facts_growth(&mut c);
     escape(&mut c);
     c.0
 }
@@ -679,6 +691,58 @@ fn container(entries: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
+/// One fatbin entry: a 64-byte header (layout in kiln-fatbin's container.rs) and its payload;
+/// `compressed` is the zstd frame stored for a payload that inflates to `inflated` bytes.
+fn entry(kind: u16, sm: u32, payload: &[u8], compressed: Option<u64>) -> Vec<u8> {
+    let mut h = vec![0u8; 64];
+    h[0..2].copy_from_slice(&kind.to_le_bytes());
+    h[4..8].copy_from_slice(&64u32.to_le_bytes());
+    h[8..16].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    h[24..26].copy_from_slice(&0u16.to_le_bytes());
+    h[26..28].copy_from_slice(&8u16.to_le_bytes());
+    h[28..32].copy_from_slice(&sm.to_le_bytes());
+    if let Some(inflated) = compressed {
+        h[16..20].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        h[40..48].copy_from_slice(&kiln_fatbin::container::FLAG_COMPRESSED.to_le_bytes());
+        h[56..64].copy_from_slice(&inflated.to_le_bytes());
+    }
+    h.extend_from_slice(payload);
+    h
+}
+
+/// PTX text with `.target sm_<sm>` and one `.entry` line per name.
+fn ptx_text<'a>(sm: u32, names: impl Iterator<Item = &'a str>) -> String {
+    let mut t = format!(".version 8.0\n.target sm_{sm}\n.address_size 64\n");
+    for n in names {
+        t += ".visible .entry ";
+        t += n;
+        t += "()\n{\nret;\n}\n";
+    }
+    t
+}
+
+/// A zstd PTX entry whose text is `.target sm_<sm>` and `count` `.entry` lines, `name(i)` each;
+/// streamed through the encoder so this process never holds the text (a child forked from it
+/// inherits its peak RSS: run.rs).
+fn zstd_ptx_entry(sm: u32, count: usize, name: impl Fn(usize) -> String) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).expect("zstd encoder");
+    let mut inflated = 0u64;
+    let mut put = |enc: &mut zstd::stream::Encoder<Vec<u8>>, text: &str| {
+        enc.write_all(text.as_bytes()).expect("in memory");
+        inflated += text.len() as u64;
+    };
+    put(&mut enc, &ptx_text(sm, std::iter::empty()));
+    for i in 0..count {
+        put(
+            &mut enc,
+            &format!(".visible .entry {}()\n{{\nret;\n}}\n", name(i)),
+        );
+    }
+    let frame = enc.finish().expect("in memory");
+    entry(1, sm, &frame, Some(inflated))
+}
+
 fn relabel(entry: &[u8], sm: u32, flags_or: u64) -> Vec<u8> {
     let mut e = entry.to_vec();
     e[28..32].copy_from_slice(&sm.to_le_bytes());
@@ -773,6 +837,26 @@ fn device(c: &mut Cases, fatbin: &[u8]) {
         0,
         &[],
     );
+    // A cubin's a/f variant is in its toolkit note only (e_flags are the same for sm_90 and
+    // sm_90a): the header's variant bit added to a plain cubin is a lie the note shows.
+    for (sm, flag, name) in [
+        (90, kiln_fatbin::container::FLAG_ARCH_SPECIFIC, "90a"),
+        (100, kiln_fatbin::container::FLAG_FAMILY, "100f"),
+    ] {
+        let plain = entries
+            .iter()
+            .find(|(k, s, _)| *k == EntryKind::Elf && *s == sm)
+            .map(|e| e.2.clone())
+            .expect("a plain cubin");
+        c.add_args(
+            "device",
+            &format!("cubin-variant-added-{name}"),
+            file("k.fatbin", container(&[relabel(&plain, sm, flag)])),
+            &["--expect-sass", name],
+            1,
+            &["fatbin/target-mismatch", "arch/missing-sass"],
+        );
+    }
     // Many tiny zstd entries each claiming a large inflated size (budget, not 32k x each).
     let frame = {
         let mut f = vec![0x28, 0xB5, 0x2F, 0xFD];
@@ -818,6 +902,14 @@ fn special(c: &mut Cases) {
         "special",
         "fifo-in-directory",
         Input::DirWithFifo,
+        1,
+        &["input/unreadable-member"],
+    );
+    c.add("special", "unreadable-input", Input::UnreadableFile, 2, &[]);
+    c.add(
+        "special",
+        "unreadable-in-directory",
+        Input::DirWithUnreadable,
         1,
         &["input/unreadable-member"],
     );
@@ -999,6 +1091,55 @@ fn bounds(c: &mut Cases, e: &Elfs) {
             &["input/over-limit"],
         );
     }
+}
+
+/// Fatbins whose facts outgrow their bytes: the JSON report, the coverage matrix and the kernel
+/// lists must stay bounded (issue 17: <= 1 MiB of output for a 1 MB input).
+fn facts_growth(c: &mut Cases) {
+    // 7,000 PTX entries, each its own target and kernel: a kernels x targets matrix would be
+    // 49 M cells.
+    let wide: Vec<Vec<u8>> = (0..7000u32)
+        .map(|i| {
+            let name = format!("k{i}");
+            entry(
+                1,
+                1000 + i,
+                ptx_text(1000 + i, [name.as_str()].into_iter()).as_bytes(),
+                None,
+            )
+        })
+        .collect();
+    c.add(
+        "bounds",
+        "coverage-wide",
+        file("k.fatbin", container(&wide)),
+        0,
+        &[],
+    );
+    // One zstd PTX repeating one `.entry` 1 M times (38 MiB of text from ~4 KiB).
+    c.add(
+        "bounds",
+        "ptx-repeated-kernel",
+        file(
+            "k.fatbin",
+            container(&[zstd_ptx_entry(80, 1 << 20, |_| "same_kernel".into())]),
+        ),
+        0,
+        &[],
+    );
+    // zstd PTX with 400 k distinct kernel names sharing a long prefix: ~13 MiB of names from a
+    // few hundred KiB; listing them all in JSON would be ~17 MiB.
+    let prefix = "k".repeat(24);
+    c.add(
+        "bounds",
+        "ptx-many-kernels",
+        file(
+            "k.fatbin",
+            container(&[zstd_ptx_entry(80, 400_000, |i| format!("{prefix}{i}"))]),
+        ),
+        0,
+        &[],
+    );
 }
 
 fn escape(c: &mut Cases) {

@@ -40,6 +40,21 @@ pub fn materialize(input: &cases::Input, dir: &Path) -> std::io::Result<PathBuf>
             mkfifo(&p)?;
             Ok(p)
         }
+        Input::UnreadableFile => {
+            let p = dir.join(cases::WHEEL_NAME);
+            std::fs::write(&p, b"PK\x05\x06")?;
+            set_mode(&p, 0o000)?;
+            Ok(p)
+        }
+        Input::DirWithUnreadable => {
+            let root = dir.join("tree");
+            std::fs::create_dir_all(root.join("demo"))?;
+            std::fs::write(root.join("demo/__init__.py"), b"")?;
+            let lib = root.join("demo/_native.so");
+            std::fs::write(&lib, b"\x7fELF\x02\x01\x01")?;
+            set_mode(&lib, 0o000)?;
+            Ok(root)
+        }
         Input::DirWithFifo => {
             let root = dir.join("tree");
             std::fs::create_dir_all(root.join("demo"))?;
@@ -48,6 +63,32 @@ pub fn materialize(input: &cases::Input, dir: &Path) -> std::io::Result<PathBuf>
             Ok(root)
         }
     }
+}
+
+fn set_mode(p: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+}
+
+/// Makes `dir` and its ancestors up to `root` traversable by other users (an unprivileged
+/// reader runs as `nobody`); tempdirs are created 0700.
+pub fn open_to_others(root: &Path, dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for d in dir.ancestors() {
+        let mode = std::fs::metadata(d)?.permissions().mode();
+        set_mode(d, mode | 0o755)?;
+        if d == root {
+            break;
+        }
+    }
+    // Everything below, too (the tree the case wrote), but not the files left at mode 000.
+    for p in listing(dir) {
+        let m = std::fs::symlink_metadata(&p)?;
+        if m.is_dir() {
+            set_mode(&p, m.permissions().mode() | 0o755)?;
+        }
+    }
+    Ok(())
 }
 
 fn mkfifo(p: &Path) -> std::io::Result<()> {
