@@ -125,6 +125,13 @@ pub struct EntryFacts {
     /// Kernel entry symbols (cubin) or `.entry` names (PTX).
     #[serde(serialize_with = "crate::json::entry_kernels")]
     pub kernels: Vec<String>,
+    /// `kernels[i]` demangled (C++ or Rust), null where the name is not mangled; absent when
+    /// no name is.
+    #[serde(
+        skip_serializing_if = "no_mangled_name",
+        serialize_with = "crate::json::entry_kernels_demangled"
+    )]
+    pub kernels_demangled: Vec<Option<String>>,
     /// PTX `.version` as "9.0".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ptx_isa: Option<String>,
@@ -211,6 +218,7 @@ fn entry_facts(
         stored_size: e.payload.len(),
         size: e.decompressed_size,
         kernels: Vec::new(),
+        kernels_demangled: Vec::new(),
         ptx_isa: None,
         ptx_isa_num: None,
         label_mismatch: None,
@@ -308,5 +316,19 @@ fn read_payload(e: &container::Entry, payload: &[u8], facts: &mut EntryFacts) {
 
 fn finish(mut f: EntryFacts) -> EntryFacts {
     f.ptx_isa = f.ptx_isa_num.map(|(a, b)| format!("{a}.{b}"));
+    if f.kernels
+        .iter()
+        .any(|k| k.starts_with("_Z") || k.starts_with("_R"))
+    {
+        f.kernels_demangled = f
+            .kernels
+            .iter()
+            .map(|k| crate::demangle::demangle(k))
+            .collect();
+    }
     f
+}
+
+fn no_mangled_name(names: &[Option<String>]) -> bool {
+    names.iter().all(Option::is_none)
 }

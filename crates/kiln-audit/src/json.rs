@@ -136,6 +136,7 @@ bounded_lists! {
     dlopen_errors => "binaries[].elf.dlopen_errors",
     entries => "binaries[].device.entries",
     entry_kernels => "binaries[].device.entries[].kernels",
+    entry_kernels_demangled => "binaries[].device.entries[].kernels_demangled",
     linkage => "linkage",
     dist_info => "wheel.dist_info",
     tags => "wheel.tags",

@@ -14,6 +14,7 @@
 //! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
 //! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
 
+pub mod demangle;
 mod device;
 mod elf;
 mod elf_dynamic;

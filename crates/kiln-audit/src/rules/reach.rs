@@ -123,6 +123,7 @@ mod tests {
             stored_size: 0,
             size: 0,
             kernels: kernels.iter().map(|k| k.to_string()).collect(),
+            kernels_demangled: Vec::new(),
             ptx_isa: ptx.then(|| "9.0".into()),
             ptx_isa_num: ptx.then_some((9, 0)),
             label_mismatch: None,

@@ -482,7 +482,9 @@ fn render_coverage(out: &mut impl Write, cov: &Coverage, full: bool) -> std::io:
         }
         writeln!(out)?;
         for row in &cov.rows[..shown] {
-            let first = esc(&row.kernels[0]).into_owned();
+            let raw = &row.kernels[0];
+            let readable = kiln_audit::demangle::demangle(raw);
+            let first = esc(readable.as_deref().unwrap_or(raw)).into_owned();
             let more = if row.kernels.len() > 1 {
                 format!(" +{}", row.kernels.len() - 1)
             } else {
