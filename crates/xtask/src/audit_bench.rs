@@ -1,6 +1,7 @@
 //! `cargo xtask bench-audit`: real CUDA wheels from PyPI (cached under target/audit-bench),
-//! timed side by side in one run: `kiln audit`, unzip + `cuobjdump --list-elf` over every
-//! shared library, and `auditwheel show`. Reported as ratios to kiln, with what each reported.
+//! timed side by side in one run, each tool a child process with its wall time and peak RSS:
+//! `kiln audit`, the floor (inflate + SHA-256 of every member on every core), unzip +
+//! `cuobjdump --list-elf` over every shared library, and `auditwheel show`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,6 +21,7 @@ pub struct Args {
         "cupy-cuda13x==14.2.0".to_string(),
         "nvidia-nccl-cu13==2.30.7".to_string(),
         "jax-cuda13-plugin==0.10.2".to_string(),
+        "nvidia-cudnn-cu13==9.22.0.52".to_string(),
     ])]
     pub wheels: Vec<String>,
     /// Python version whose wheels are fetched.
@@ -33,13 +35,99 @@ pub struct Args {
 struct Row {
     wheel: String,
     size: u64,
-    kiln: Duration,
-    kiln_headers: Duration,
+    kiln: Measured,
+    kiln_headers: Measured,
     kiln_report: String,
-    cuobjdump: Duration,
+    floor: Measured,
+    floor_report: String,
+    cuobjdump: Measured,
     cuobjdump_report: String,
-    auditwheel: Duration,
+    auditwheel: Measured,
     auditwheel_report: String,
+}
+
+/// Median wall time and the largest peak RSS over the rounds of one tool.
+#[derive(Clone, Copy, Default)]
+struct Measured {
+    wall: Duration,
+    rss_kib: u64,
+}
+
+impl Measured {
+    fn of(runs: &[(Duration, u64)]) -> Measured {
+        let mut walls: Vec<Duration> = runs.iter().map(|r| r.0).collect();
+        walls.sort();
+        Measured {
+            wall: walls[walls.len() / 2],
+            rss_kib: runs.iter().map(|r| r.1).max().unwrap_or(0),
+        }
+    }
+    fn secs(&self) -> f64 {
+        self.wall.as_secs_f64()
+    }
+    fn mb(&self) -> f64 {
+        self.rss_kib as f64 / 1024.0
+    }
+}
+
+/// The hidden routes `bench-audit` runs as child processes, so that each gets its own wall
+/// time and peak RSS (wait4's ru_maxrss covers the route's own children too).
+#[derive(clap::Args)]
+pub struct RouteArgs {
+    /// floor: inflate every member and SHA-256 it, on every core (what RECORD verification
+    /// cannot skip). cuobjdump: unzip, then `cuobjdump --list-elf` on every shared library.
+    #[arg(value_parser = ["floor", "cuobjdump"])]
+    pub route: String,
+    pub wheel: PathBuf,
+    /// Scratch directory for the unzip of the cuobjdump route.
+    #[arg(long)]
+    pub scratch: Option<PathBuf>,
+}
+
+pub fn route(args: RouteArgs) -> Result<()> {
+    let report = match args.route.as_str() {
+        "floor" => inflate_and_hash(&args.wheel)?,
+        _ => {
+            let layout = bootstrap::ensure()?;
+            let scratch = args
+                .scratch
+                .context("--scratch is required for cuobjdump")?;
+            run_cuobjdump(
+                &layout.cuda_tools_bin().join("cuobjdump"),
+                &args.wheel,
+                &scratch,
+            )?
+        }
+    };
+    println!("{report}");
+    Ok(())
+}
+
+/// Runs `cmd` with stdout into a file (a pipe could fill), returning its wall time, peak RSS
+/// in KiB (it and its waited-for descendants), exit code and stdout.
+fn measure(cmd: &mut Command, scratch: &Path) -> Result<(Duration, u64, Option<i32>, Vec<u8>)> {
+    std::fs::create_dir_all(scratch)?;
+    let out_path = scratch.join("stdout");
+    cmd.stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::process::Stdio::inherit());
+    let start = Instant::now();
+    let child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our child; status and usage are valid for writes.
+    if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid {
+        bail!("wait4: {}", std::io::Error::last_os_error());
+    }
+    let wall = start.elapsed();
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    Ok((
+        wall,
+        usage.ru_maxrss as u64,
+        code,
+        std::fs::read(&out_path)?,
+    ))
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -47,11 +135,12 @@ pub fn run(args: Args) -> Result<()> {
     let dir = repo_root().join("target/audit-bench");
     let wheels = fetch(&dir.join("wheels"), &args)?;
     let kiln = build_kiln(&layout)?;
-    let cuobjdump = layout.cuda_tools_bin().join("cuobjdump");
+    let xtask = std::env::current_exe().context("the xtask executable")?;
     let auditwheel = layout.py_site().join("bin/auditwheel");
     if !auditwheel.exists() {
         bail!("auditwheel missing at {}: add it to [workspace.metadata.kiln.test-tools] and run `cargo xtask bootstrap`", auditwheel.display());
     }
+    let scratch = dir.join("scratch");
     let mut rows = Vec::new();
     for w in &wheels {
         let name = w
@@ -60,29 +149,61 @@ pub fn run(args: Args) -> Result<()> {
             .to_string_lossy()
             .into_owned();
         eprintln!("timing {name}");
-        let mut t = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
-        let mut reports = [String::new(), String::new(), String::new(), String::new()];
+        const TOOLS: usize = 5;
+        let mut runs: [Vec<(Duration, u64)>; TOOLS] = Default::default();
+        let mut reports: [String; TOOLS] = Default::default();
         for round in 0..args.rounds.max(1) {
-            for i in 0..4 {
-                let which = (i + round) % 4;
-                let start = Instant::now();
-                reports[which] = match which {
-                    0 => run_kiln(&kiln, w, false)?,
-                    1 => run_cuobjdump(&cuobjdump, w, &dir.join("unzipped"))?,
-                    2 => run_auditwheel(&layout, &auditwheel, w)?,
-                    _ => run_kiln(&kiln, w, true)?,
+            for i in 0..TOOLS {
+                let which = (i + round) % TOOLS;
+                let mut cmd = match which {
+                    0 | 1 => {
+                        let mut c = Command::new(&kiln);
+                        c.arg("audit").arg(w).arg("--json");
+                        if which == 1 {
+                            c.arg("--no-kernels");
+                        }
+                        c
+                    }
+                    2 => {
+                        let mut c = Command::new(&xtask);
+                        c.args(["bench-audit-route", "floor"]).arg(w);
+                        c
+                    }
+                    3 => {
+                        let mut c = Command::new(&xtask);
+                        c.args(["bench-audit-route", "cuobjdump"])
+                            .arg(w)
+                            .arg("--scratch")
+                            .arg(dir.join("unzipped"));
+                        c
+                    }
+                    _ => {
+                        let mut c = Command::new(&auditwheel);
+                        layout.apply(&mut c);
+                        c.arg("show").arg(w);
+                        c
+                    }
                 };
-                t[which].push(start.elapsed());
+                let (wall, rss, code, out) = measure(&mut cmd, &scratch)?;
+                runs[which].push((wall, rss));
+                reports[which] = match which {
+                    0 | 1 => kiln_summary(w, code, &out)?,
+                    2 | 3 if code != Some(0) => bail!("{cmd:?} exited {code:?}"),
+                    2 | 3 => String::from_utf8_lossy(&out).trim().to_string(),
+                    _ => auditwheel_summary(code, &out),
+                };
             }
         }
-        let [k, c, a, kh] = t.map(median);
-        let [kr, cr, ar, _] = reports;
+        let [k, kh, f, c, a] = runs.map(|r| Measured::of(&r));
+        let [kr, _, fr, cr, ar] = reports;
         rows.push(Row {
             wheel: name,
             size: std::fs::metadata(w)?.len(),
             kiln: k,
             kiln_headers: kh,
             kiln_report: kr,
+            floor: f,
+            floor_report: fr,
             cuobjdump: c,
             cuobjdump_report: cr,
             auditwheel: a,
@@ -93,40 +214,87 @@ pub fn run(args: Args) -> Result<()> {
         .map(|n| n.get())
         .unwrap_or(1);
     println!(
-        "\nbench-audit: median of {} rounds, {cores} cores; ratio = tool time / kiln time",
+        "\nbench-audit: median wall of {} rounds (tools interleaved, order rotating), largest peak RSS, {cores} cores",
         args.rounds.max(1)
     );
-    println!("(kiln: full audit with kernel listing; kiln-hdr: --no-kernels, fatbin headers only — still every ELF, every entry, RECORD)");
+    println!("kiln: full audit with kernel listing, --json; kiln-hdr: --no-kernels (fatbin headers only; still every ELF, entry, RECORD)");
+    println!("floor: inflate + SHA-256 of every member on every core (the work RECORD verification cannot skip); route: unzip + cuobjdump --list-elf per library");
     println!(
-        "{:<58} {:>6} {:>7} {:>9} {:>12} {:>7} {:>13} {:>7}",
-        "wheel", "MB", "kiln s", "kiln-hdr s", "cuobjdump s", "ratio", "auditwheel s", "ratio"
+        "\n| wheel | MB | kiln s | kiln MB RSS | kiln-hdr s | floor s | floor MB RSS | kiln/floor | cuobjdump route s | route MB RSS | route/kiln | auditwheel s | auditwheel MB RSS |"
     );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "{:<58} {:>6.1} {:>7.2} {:>9.2} {:>12.2} {:>6.1}x {:>13.2} {:>6.1}x",
+            "| {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2}x | {:.2} | {:.0} | {:.1}x | {:.2} | {:.0} |",
             r.wheel,
             r.size as f64 / 1e6,
-            r.kiln.as_secs_f64(),
-            r.kiln_headers.as_secs_f64(),
-            r.cuobjdump.as_secs_f64(),
-            r.cuobjdump.as_secs_f64() / r.kiln.as_secs_f64(),
-            r.auditwheel.as_secs_f64(),
-            r.auditwheel.as_secs_f64() / r.kiln.as_secs_f64()
+            r.kiln.secs(),
+            r.kiln.mb(),
+            r.kiln_headers.secs(),
+            r.floor.secs(),
+            r.floor.mb(),
+            r.kiln.secs() / r.floor.secs(),
+            r.cuobjdump.secs(),
+            r.cuobjdump.mb(),
+            r.cuobjdump.secs() / r.kiln.secs(),
+            r.auditwheel.secs(),
+            r.auditwheel.mb(),
         );
     }
     println!("\nwhat each reported:");
     for r in &rows {
         println!(
-            "  {}\n    kiln:       {}\n    cuobjdump:  {}\n    auditwheel: {}",
-            r.wheel, r.kiln_report, r.cuobjdump_report, r.auditwheel_report
+            "  {}\n    kiln:       {}\n    floor:      {}\n    cuobjdump:  {}\n    auditwheel: {}",
+            r.wheel, r.kiln_report, r.floor_report, r.cuobjdump_report, r.auditwheel_report
         );
     }
     Ok(())
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
+/// Every member inflated and hashed, members shared out to one worker per core.
+fn inflate_and_hash(wheel: &Path) -> Result<String> {
+    use sha2::Digest;
+    let count = zip::ZipArchive::new(std::fs::File::open(wheel)?)?.len();
+    let next = AtomicUsize::new(0);
+    let bytes = std::sync::atomic::AtomicU64::new(0);
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    std::thread::scope(|s| -> Result<()> {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    let mut ar = zip::ZipArchive::new(std::fs::File::open(wheel)?)?;
+                    let mut buf = vec![0u8; 1 << 20];
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= count {
+                            return Ok(());
+                        }
+                        let mut member = ar.by_index(i)?;
+                        let mut h = sha2::Sha256::new();
+                        loop {
+                            let n = std::io::Read::read(&mut member, &mut buf)?;
+                            if n == 0 {
+                                break;
+                            }
+                            h.update(&buf[..n]);
+                            bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        }
+                        std::hint::black_box(h.finalize());
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("floor worker panicked")?;
+        }
+        Ok(())
+    })?;
+    Ok(format!(
+        "{count} members, {} MB inflated and hashed",
+        bytes.load(Ordering::Relaxed) / 1_000_000
+    ))
 }
 
 /// pip download of the pinned wheels (no deps, binary only); pip skips files already there.
@@ -212,21 +380,14 @@ fn build_kiln(layout: &Layout) -> Result<PathBuf> {
     bail!("cargo did not report the kiln executable")
 }
 
-fn run_kiln(kiln: &Path, wheel: &Path, headers_only: bool) -> Result<String> {
-    let mut cmd = Command::new(kiln);
-    cmd.arg("audit").arg(wheel).arg("--json");
-    if headers_only {
-        cmd.arg("--no-kernels");
-    }
-    let out = cmd.output()?;
-    if out.status.code() == Some(2) {
+fn kiln_summary(wheel: &Path, code: Option<i32>, stdout: &[u8]) -> Result<String> {
+    if code == Some(2) || code.is_none() {
         bail!(
-            "kiln audit could not read {}: {}",
-            wheel.display(),
-            String::from_utf8_lossy(&out.stderr)
+            "kiln audit could not read {} (exit {code:?})",
+            wheel.display()
         );
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("kiln audit --json")?;
+    let v: serde_json::Value = serde_json::from_slice(stdout).context("kiln audit --json")?;
     let c = &v["counts"];
     let resolved = v["linkage"].as_array().map(|a| a.len()).unwrap_or(0);
     Ok(format!(
@@ -307,23 +468,16 @@ fn run_cuobjdump(cuobjdump: &Path, wheel: &Path, scratch: &Path) -> Result<Strin
     ))
 }
 
-fn run_auditwheel(layout: &Layout, auditwheel: &Path, wheel: &Path) -> Result<String> {
-    let mut cmd = Command::new(auditwheel);
-    layout.apply(&mut cmd);
-    let out = cmd
-        .arg("show")
-        .arg(wheel)
-        .output()
-        .context("running auditwheel show")?;
-    let text = String::from_utf8_lossy(&out.stdout);
+fn auditwheel_summary(code: Option<i32>, stdout: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stdout);
     let first = text
         .split("\n\n")
         .find(|p| p.contains("is consistent") || p.contains("platform tag"))
         .unwrap_or("")
         .replace('\n', " ");
-    Ok(format!(
+    format!(
         "exit {}: {}",
-        out.status.code().unwrap_or(-1),
+        code.unwrap_or(-1),
         first.chars().take(160).collect::<String>()
-    ))
+    )
 }

@@ -253,6 +253,16 @@ const DAMAGES: &[(&str, &str, Apply)] = &[
         "arch/unexpected-ptx",
         extra_ptx,
     ),
+    (
+        "NEEDED libraries of two CUDA majors",
+        "linkage/cuda-major-mix",
+        cuda_major_mix,
+    ),
+    (
+        "RUNPATH into a wheel dropped from Requires-Dist",
+        "linkage/runpath-undeclared-wheel",
+        runpath_into_undeclared_wheel,
+    ),
 ];
 
 fn drop_sass(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
@@ -396,6 +406,13 @@ fn drop_requires_dist(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         return Ok(Some("no library resolves through Requires-Dist".into()));
     };
     let dist = via.trim_start_matches("wheel:").to_string();
+    without_requirement(w, &dist)?;
+    w.regenerate_record()?;
+    Ok(None)
+}
+
+/// METADATA without the Requires-Dist lines naming `dist` (normalized).
+fn without_requirement(w: &mut Wheel, dist: &str) -> Result<()> {
     let meta_name = format!("{}/METADATA", w.dist_info()?);
     let text = String::from_utf8_lossy(w.get(&meta_name).context("no METADATA")?).into_owned();
     let norm = |s: &str| s.to_lowercase().replace(['_', '.'], "-");
@@ -414,6 +431,34 @@ fn drop_requires_dist(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         })
         .collect();
     w.set(&meta_name, (kept.join("\n") + "\n").into_bytes());
+    Ok(())
+}
+
+/// NEEDED libcudart.so.12 and libcublas.so.13 side by side: two CUDA majors in one binary.
+fn cuda_major_mix(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
+    let elf = ctx.device_elf()?;
+    ctx.edit_elf(w, &elf, &mut |p| {
+        run_tool(
+            ctx.patchelf()
+                .args(["--add-needed", "libcudart.so.12"])
+                .args(["--add-needed", "libcublas.so.13"])
+                .arg(p),
+        )
+    })?;
+    w.regenerate_record()?;
+    Ok(None)
+}
+
+/// RUNPATH into nvidia-cudnn-cu13's library directory, and that wheel dropped from
+/// Requires-Dist: the binary now depends on a wheel nothing installs.
+fn runpath_into_undeclared_wheel(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
+    let elf = ctx.device_elf()?;
+    let depth = elf.matches('/').count();
+    let rpath = format!("$ORIGIN/{}nvidia/cudnn/lib", "../".repeat(depth));
+    ctx.edit_elf(w, &elf, &mut |p| {
+        run_tool(ctx.patchelf().args(["--set-rpath", &rpath]).arg(p))
+    })?;
+    without_requirement(w, "nvidia-cudnn-cu13")?;
     w.regenerate_record()?;
     Ok(None)
 }

@@ -37,10 +37,13 @@ enum Command {
     BenchKernels(bench_kernels::Args),
     /// Run every test: bootstrap, then the workspace tests with the pinned toolchain.
     Test(test::Args),
-    /// Damage a good wheel in 16 ways with real tools; each must be caught by its own audit rule.
+    /// Damage a good wheel in 18 ways with real tools; each must be caught by its own audit rule.
     AuditMutations(audit_mutations::Args),
     /// Time `kiln audit` against unzip + cuobjdump and `auditwheel show` on real CUDA wheels.
     BenchAudit(audit_bench::Args),
+    /// One route of bench-audit, run as its own process (internal).
+    #[command(hide = true)]
+    BenchAuditRoute(audit_bench::RouteArgs),
     /// Build the `kiln` wheel (maturin, Requires-Dist from the pins), audit it with `kiln audit`.
     Wheel(wheel::Args),
     /// Make the GPU bundle: the wheel, the Rust GPU tests and benchmarks, `kiln`, and run.sh.
@@ -66,6 +69,7 @@ fn main() {
         Command::Test(args) => test::run(args),
         Command::AuditMutations(args) => audit_mutations::run(args),
         Command::BenchAudit(args) => audit_bench::run(args),
+        Command::BenchAuditRoute(args) => audit_bench::route(args),
         Command::NixCheck(args) => nix_check::run(args),
         Command::Repro(args) => repro::run(args),
         Command::Wheel(args) => wheel::run(args),

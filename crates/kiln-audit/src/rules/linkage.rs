@@ -124,6 +124,8 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 ));
             }
         }
+        cuda_major_mix(b, &elf.needed, findings);
+        runpath_into_other_wheels(artifact, policy, b, findings);
         for n in elf.needed.iter().filter(|n| n.contains('/')) {
             findings.push(finding(
                 "linkage/needed-path",
@@ -218,6 +220,119 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         }
     }
     out
+}
+
+/// NEEDED runtime libraries of two CUDA majors (libcudart.so.12 beside libcublas.so.13): two
+/// runtimes in one process, each expecting its own driver entry points and device code.
+fn cuda_major_mix(b: &Binary, needed: &[String], findings: &mut Vec<Finding>) {
+    let mut by_major: std::collections::BTreeMap<u32, Vec<&str>> = Default::default();
+    for n in needed {
+        if let Some(m) = nvidia_wheels::cuda_major_of(n) {
+            by_major.entry(m).or_default().push(n);
+        }
+    }
+    if by_major.len() > 1 {
+        let parts: Vec<String> = by_major
+            .iter()
+            .map(|(m, names)| format!("CUDA {m}: {}", names.join(", ")))
+            .collect();
+        findings.push(finding(
+            "linkage/cuda-major-mix",
+            &b.path,
+            format!(
+                "NEEDs runtime libraries of {} CUDA majors ({})",
+                by_major.len(),
+                parts.join("; ")
+            ),
+            "link every CUDA library from one toolkit major (rebuild against one CUDA, or drop the stray NEEDED)",
+        ));
+    }
+}
+
+/// `$ORIGIN` RUNPATH entries that lead into another wheel's library directory (e.g.
+/// `$ORIGIN/../../nvidia/cu13/lib`): the binary depends on that wheel being installed beside it,
+/// whether or not a NEEDED names one of its libraries, so Requires-Dist must name it.
+fn runpath_into_other_wheels(
+    artifact: &Artifact,
+    policy: &Policy,
+    b: &Binary,
+    findings: &mut Vec<Finding>,
+) {
+    let (Some(meta), Some(elf)) = (&artifact.wheel, &b.elf) else {
+        return;
+    };
+    let origin = b.path.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+    for entry in elf.runpath.iter().chain(&elf.rpath) {
+        let Some(rel) = entry
+            .strip_prefix("$ORIGIN")
+            .or_else(|| entry.strip_prefix("${ORIGIN}"))
+        else {
+            continue;
+        };
+        let Some(dir) = runpath::normalize(&format!("{origin}/{rel}")) else {
+            continue;
+        };
+        // The wheel's own files are there: it is a bundled directory, not another wheel's.
+        let prefix = format!("{dir}/");
+        if artifact.files.iter().any(|f| f.starts_with(&prefix)) {
+            continue;
+        }
+        let mut wheels: Vec<String> = policy
+            .runtime
+            .values()
+            .filter(|lib| lib.lib_dir == dir)
+            .map(|lib| kiln_wheel::metadata::normalize_name(&lib.wheel))
+            .collect();
+        for layout in nvidia_wheels::layouts_at(&dir) {
+            wheels.extend(layout.wheels.iter().map(|w| w.to_string()));
+        }
+        if wheels.is_empty() {
+            continue;
+        }
+        let declared = meta.requires_dist.iter().any(|r| {
+            wheels.contains(&r.name) || (r.name == "cuda-toolkit" && dir.starts_with("nvidia/cu13"))
+        });
+        if !declared {
+            findings.push(finding(
+                "linkage/runpath-undeclared-wheel",
+                &b.path,
+                format!(
+                    "RUNPATH {entry:?} leads to {dir}/, the library directory of the {} wheel, which METADATA does not require",
+                    wheels[0]
+                ),
+                format!("add `Requires-Dist: {}` to the package metadata, or drop the RUNPATH entry", wheels[0]),
+            ));
+        }
+    }
+}
+
+/// A provider wheel required only under an extra: `pip install pkg` does not install it, and the
+/// binary cannot load.
+fn extra_only(
+    meta: &crate::facts::WheelMeta,
+    wheel: &str,
+    file: &str,
+    how: &str,
+    soname: &str,
+    findings: &mut Vec<Finding>,
+) {
+    let reqs: Vec<_> = meta
+        .requires_dist
+        .iter()
+        .filter(|r| r.name == wheel)
+        .collect();
+    let under_extra = |r: &&kiln_wheel::metadata::Requirement| {
+        r.marker.as_deref().is_some_and(|m| m.contains("extra"))
+    };
+    if !reqs.is_empty() && reqs.iter().all(under_extra) {
+        let marker = reqs[0].marker.as_deref().unwrap_or("");
+        findings.push(finding(
+            "linkage/extra-only-dependency",
+            file,
+            format!("{how} {soname} comes from {wheel}, which METADATA requires only when `{marker}`: a plain `pip install` leaves this library unloadable"),
+            format!("require {wheel} unconditionally, or load the library with dlopen and degrade without it"),
+        ));
+    }
 }
 
 /// The most restrictive glibc ceiling among the wheel's platform tags and --platform.
@@ -331,6 +446,7 @@ fn resolve(
                 })
             });
             if let Some((w, _)) = declared {
+                extra_only(meta, w, &b.path, how, soname, findings);
                 return Via::Wheel(w.clone());
             }
             if let Some(via) = installed() {
