@@ -76,40 +76,56 @@ impl Measured {
 pub struct RouteArgs {
     /// floor: inflate every member and SHA-256 it, on every core (what RECORD verification
     /// cannot skip). cuobjdump: unzip, then `cuobjdump --list-elf` on every shared library.
-    #[arg(value_parser = ["floor", "cuobjdump"])]
+    /// measure: run the command after `--` and write "<wall ns> <peak RSS KiB> <exit>" to
+    /// --report; a child forked from this small process carries no large parent's RSS into
+    /// its ru_maxrss (Linux copies the parent's high-water mark into the child at fork).
+    #[arg(value_parser = ["floor", "cuobjdump", "measure"])]
     pub route: String,
-    pub wheel: PathBuf,
+    /// The wheel (floor, cuobjdump).
+    pub wheel: Option<PathBuf>,
     /// Scratch directory for the unzip of the cuobjdump route.
     #[arg(long)]
     pub scratch: Option<PathBuf>,
+    /// Where `measure` writes its numbers.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// The command `measure` runs.
+    #[arg(last = true)]
+    pub command: Vec<String>,
 }
 
 pub fn route(args: RouteArgs) -> Result<()> {
+    if args.route == "measure" {
+        let (program, rest) = args
+            .command
+            .split_first()
+            .context("measure needs -- COMMAND")?;
+        let report = args.report.context("measure needs --report")?;
+        let (wall, rss, code) = wait_measured(Command::new(program).args(rest))?;
+        std::fs::write(
+            report,
+            format!("{} {rss} {}", wall.as_nanos(), code.unwrap_or(-1)),
+        )?;
+        return Ok(());
+    }
+    let wheel = args.wheel.context("the route needs a wheel")?;
     let report = match args.route.as_str() {
-        "floor" => inflate_and_hash(&args.wheel)?,
+        "floor" => inflate_and_hash(&wheel)?,
         _ => {
             let layout = bootstrap::ensure()?;
             let scratch = args
                 .scratch
                 .context("--scratch is required for cuobjdump")?;
-            run_cuobjdump(
-                &layout.cuda_tools_bin().join("cuobjdump"),
-                &args.wheel,
-                &scratch,
-            )?
+            run_cuobjdump(&layout.cuda_tools_bin().join("cuobjdump"), &wheel, &scratch)?
         }
     };
     println!("{report}");
     Ok(())
 }
 
-/// Runs `cmd` with stdout into a file (a pipe could fill), returning its wall time, peak RSS
-/// in KiB (it and its waited-for descendants), exit code and stdout.
-fn measure(cmd: &mut Command, scratch: &Path) -> Result<(Duration, u64, Option<i32>, Vec<u8>)> {
-    std::fs::create_dir_all(scratch)?;
-    let out_path = scratch.join("stdout");
-    cmd.stdout(std::fs::File::create(&out_path)?)
-        .stderr(std::process::Stdio::inherit());
+/// Spawns `cmd` (stdio inherited) and waits: wall time, peak RSS in KiB of it and its
+/// waited-for descendants, exit code.
+fn wait_measured(cmd: &mut Command) -> Result<(Duration, u64, Option<i32>)> {
     let start = Instant::now();
     let child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
     let pid = child.id() as libc::pid_t;
@@ -120,22 +136,48 @@ fn measure(cmd: &mut Command, scratch: &Path) -> Result<(Duration, u64, Option<i
     if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid {
         bail!("wait4: {}", std::io::Error::last_os_error());
     }
-    let wall = start.elapsed();
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    Ok((
-        wall,
-        usage.ru_maxrss as u64,
-        code,
-        std::fs::read(&out_path)?,
-    ))
+    Ok((start.elapsed(), usage.ru_maxrss as u64, code))
+}
+
+/// Runs `cmd` through the `measure` route of `xtask` (release), stdout into a file (a pipe
+/// could fill): wall time, peak RSS in KiB, exit code, and the stdout file's path.
+fn measure(
+    xtask: &Path,
+    cmd: &Command,
+    scratch: &Path,
+) -> Result<(Duration, u64, Option<i32>, PathBuf)> {
+    std::fs::create_dir_all(scratch)?;
+    let out_path = scratch.join("stdout");
+    let report = scratch.join("measured");
+    let mut launcher = Command::new(xtask);
+    launcher
+        .args(["bench-audit-route", "measure", "--report"])
+        .arg(&report)
+        .arg("--")
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::process::Stdio::inherit());
+    let status = launcher.status().context("running the measure route")?;
+    if !status.success() {
+        bail!("measuring {cmd:?} failed");
+    }
+    let text = std::fs::read_to_string(&report)?;
+    let mut it = text.split_whitespace().map(|w| w.parse::<i64>());
+    let (Some(Ok(ns)), Some(Ok(rss)), Some(Ok(code))) = (it.next(), it.next(), it.next()) else {
+        bail!("bad measure report {text:?}");
+    };
+    let code = (code >= 0).then_some(code as i32);
+    Ok((Duration::from_nanos(ns as u64), rss as u64, code, out_path))
 }
 
 pub fn run(args: Args) -> Result<()> {
     let layout = bootstrap::ensure()?;
     let dir = repo_root().join("target/audit-bench");
     let wheels = fetch(&dir.join("wheels"), &args)?;
-    let kiln = build_kiln(&layout)?;
-    let xtask = std::env::current_exe().context("the xtask executable")?;
+    let (kiln, xtask) = build_release(&layout)?;
     let auditwheel = layout.py_site().join("bin/auditwheel");
     if !auditwheel.exists() {
         bail!("auditwheel missing at {}: add it to [workspace.metadata.kiln.test-tools] and run `cargo xtask bootstrap`", auditwheel.display());
@@ -155,7 +197,7 @@ pub fn run(args: Args) -> Result<()> {
         for round in 0..args.rounds.max(1) {
             for i in 0..TOOLS {
                 let which = (i + round) % TOOLS;
-                let mut cmd = match which {
+                let cmd = match which {
                     0 | 1 => {
                         let mut c = Command::new(&kiln);
                         c.arg("audit").arg(w).arg("--json");
@@ -184,13 +226,19 @@ pub fn run(args: Args) -> Result<()> {
                         c
                     }
                 };
-                let (wall, rss, code, out) = measure(&mut cmd, &scratch)?;
+                let (wall, rss, code, out) = measure(&xtask, &cmd, &scratch)?;
                 runs[which].push((wall, rss));
                 reports[which] = match which {
                     0 | 1 => kiln_summary(w, code, &out)?,
                     2 | 3 if code != Some(0) => bail!("{cmd:?} exited {code:?}"),
-                    2 | 3 => String::from_utf8_lossy(&out).trim().to_string(),
-                    _ => auditwheel_summary(code, &out),
+                    _ => {
+                        let text = std::fs::read(&out)?;
+                        if which == 4 {
+                            auditwheel_summary(code, &text)
+                        } else {
+                            String::from_utf8_lossy(&text).trim().to_string()
+                        }
+                    }
                 };
             }
         }
@@ -348,7 +396,9 @@ fn fetch(dir: &Path, args: &Args) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-fn build_kiln(layout: &Layout) -> Result<PathBuf> {
+/// Release builds of `kiln` and of this xtask (the floor and the measuring launcher must be
+/// optimized too: a debug floor would flatter kiln). Returns (kiln, xtask).
+fn build_release(layout: &Layout) -> Result<(PathBuf, PathBuf)> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(repo_root()).args([
@@ -357,6 +407,8 @@ fn build_kiln(layout: &Layout) -> Result<PathBuf> {
         "-q",
         "-p",
         "kiln",
+        "-p",
+        "xtask",
         "--message-format=json",
     ]);
     layout.apply(&mut cmd);
@@ -367,33 +419,44 @@ fn build_kiln(layout: &Layout) -> Result<PathBuf> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "kiln" {
-            if let Some(exe) = v["executable"].as_str() {
-                return Ok(PathBuf::from(exe));
+    let exe = |name: &str| -> Result<PathBuf> {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if v["reason"] == "compiler-artifact" && v["target"]["name"] == name {
+                if let Some(exe) = v["executable"].as_str() {
+                    return Ok(PathBuf::from(exe));
+                }
             }
         }
-    }
-    bail!("cargo did not report the kiln executable")
+        bail!("cargo did not report the {name} executable")
+    };
+    Ok((exe("kiln")?, exe("xtask")?))
 }
 
-fn kiln_summary(wheel: &Path, code: Option<i32>, stdout: &[u8]) -> Result<String> {
+fn kiln_summary(wheel: &Path, code: Option<i32>, stdout: &Path) -> Result<String> {
+    use serde::de::IgnoredAny;
     if code == Some(2) || code.is_none() {
         bail!(
             "kiln audit could not read {} (exit {code:?})",
             wheel.display()
         );
     }
-    let v: serde_json::Value = serde_json::from_slice(stdout).context("kiln audit --json")?;
-    let c = &v["counts"];
-    let resolved = v["linkage"].as_array().map(|a| a.len()).unwrap_or(0);
+    // Only the counts and list lengths: the whole report (64 MB for cuDNN) is never held.
+    #[derive(serde::Deserialize)]
+    struct Summary {
+        counts: serde_json::Map<String, serde_json::Value>,
+        findings: Vec<IgnoredAny>,
+        linkage: Vec<IgnoredAny>,
+    }
+    let v: Summary = serde_json::from_reader(std::io::BufReader::new(std::fs::File::open(stdout)?))
+        .context("kiln audit --json")?;
+    let c = |k: &str| v.counts.get(k).cloned().unwrap_or_default();
     Ok(format!(
         "{} ELF, {} with device code, {} containers, {} cubins + {} PTX with exact targets, {} kernels, {} NEEDED/dlopen resolutions, {} findings, RECORD verified",
-        c["binaries"], c["binaries_with_device_code"], c["fatbin_containers"], c["cubins"], c["ptx"], c["kernels"], resolved,
-        v["findings"].as_array().map(|a| a.len()).unwrap_or(0)
+        c("binaries"), c("binaries_with_device_code"), c("fatbin_containers"), c("cubins"), c("ptx"), c("kernels"), v.linkage.len(),
+        v.findings.len()
     ))
 }
 
