@@ -125,6 +125,10 @@ pub struct EntryFacts {
     /// Kernel entry symbols (cubin) or `.entry` names (PTX).
     #[serde(serialize_with = "crate::json::entry_kernels")]
     pub kernels: Vec<String>,
+    /// The data section this entry was found in, when not `.nv_fatbin`: device code the
+    /// library loads itself, which the CUDA runtime does not register.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
     /// `kernels[i]` demangled (C++ or Rust), null where the name is not mangled; absent when
     /// no name is.
     #[serde(
@@ -165,20 +169,135 @@ fn take(budget: &AtomicU64, n: u64) -> bool {
 /// Reads a `.nv_fatbin` section. Err: the container structure itself is broken.
 pub fn read(section: &[u8], list_kernels: bool) -> Result<DeviceCode, String> {
     let containers = container::parse(section).map_err(|e| e.to_string())?;
+    let budget = AtomicU64::new(decompression_budget(section.len()));
+    Ok(DeviceCode {
+        containers: containers.len(),
+        entries: entries_of(&containers, 0, list_kernels, &budget),
+    })
+}
+
+fn entries_of(
+    containers: &[container::Container],
+    first_index: usize,
+    list_kernels: bool,
+    budget: &AtomicU64,
+) -> Vec<EntryFacts> {
     let flat: Vec<(usize, &container::Entry)> = containers
         .iter()
         .enumerate()
-        .flat_map(|(i, c)| c.entries.iter().map(move |e| (i, e)))
+        .flat_map(|(i, c)| c.entries.iter().map(move |e| (first_index + i, e)))
         .collect();
+    flat.par_iter()
+        .map(|(i, e)| entry_facts(*i, e, list_kernels, budget))
+        .collect()
+}
+
+/// Most device-code images taken from one data section (a hostile section could hold a
+/// magic number every few bytes).
+const MAX_IMAGES_PER_SECTION: usize = 4096;
+
+/// Device code outside `.nv_fatbin`: fatbin containers and raw cubins (ELF `EM_CUDA` images)
+/// anywhere in a data section, which the library loads itself (cuModuleLoadData). Candidates
+/// are found by their magic bytes and kept only when they parse whole; `first_index` numbers
+/// their containers after the ones already seen. Entries name `section`.
+pub fn scan(
+    name: &str,
+    section: &[u8],
+    first_index: usize,
+    list_kernels: bool,
+) -> (usize, Vec<EntryFacts>) {
     let budget = AtomicU64::new(decompression_budget(section.len()));
-    let entries = flat
-        .par_iter()
-        .map(|(i, e)| entry_facts(*i, e, list_kernels, &budget))
-        .collect();
-    Ok(DeviceCode {
-        containers: containers.len(),
-        entries,
-    })
+    let mut containers = Vec::new();
+    let mut cubins: Vec<(usize, &[u8])> = Vec::new();
+    let magic = container::MAGIC.to_le_bytes();
+    let mut at = 0;
+    while let Some(hit) = memchr::memmem::find(&section[at..], &magic) {
+        let o = at + hit;
+        if containers.len() >= MAX_IMAGES_PER_SECTION {
+            break;
+        }
+        match container::parse_one(section, o) {
+            Ok((c, end)) if !c.entries.is_empty() => {
+                containers.push(c);
+                at = end;
+            }
+            _ => at = o + 1,
+        }
+    }
+    let mut at = 0;
+    while let Some(hit) = memchr::memmem::find(&section[at..], b"\x7fELF") {
+        let o = at + hit;
+        at = o + 1;
+        if cubins.len() >= MAX_IMAGES_PER_SECTION {
+            break;
+        }
+        // A cubin inside a container was found above; only free-standing ones here.
+        if containers.iter().any(|c| {
+            c.offset <= o
+                && c.entries
+                    .last()
+                    .is_some_and(|e| o <= e.offset + 64 + e.payload.len())
+        }) {
+            continue;
+        }
+        let image = &section[o..];
+        if kiln_fatbin::cubin::sm(image).is_ok() {
+            cubins.push((o, image));
+        }
+    }
+    let mut entries = entries_of(&containers, first_index, list_kernels, &budget);
+    let raw_index = first_index + containers.len();
+    entries.extend(
+        cubins
+            .iter()
+            .enumerate()
+            .map(|(i, (o, image))| raw_cubin_facts(raw_index + i, *o, image, list_kernels)),
+    );
+    for e in &mut entries {
+        e.section = Some(name.to_string());
+    }
+    (containers.len() + cubins.len(), entries)
+}
+
+/// A cubin standing alone in a data section: its target from its own header and note.
+fn raw_cubin_facts(index: usize, offset: usize, image: &[u8], list_kernels: bool) -> EntryFacts {
+    let sm = kiln_fatbin::cubin::sm(image).unwrap_or(0);
+    let variant = kiln_fatbin::cubin::toolkit_target(image)
+        .filter(|(n, _)| *n == sm)
+        .map(|(_, v)| v)
+        .unwrap_or(Variant::Plain);
+    let target = Target::sass(kiln_pins::Arch::from_number(sm, variant));
+    let mut facts = EntryFacts {
+        container: index,
+        offset,
+        kind: EntryKind::Cubin,
+        target: EntryTarget::Device(target),
+        sm,
+        variant,
+        compression: Compression::None,
+        stored_size: image.len(),
+        size: image.len() as u64,
+        kernels: Vec::new(),
+        kernels_demangled: Vec::new(),
+        ptx_isa: None,
+        ptx_isa_num: None,
+        label_mismatch: None,
+        error: None,
+        section: None,
+    };
+    if list_kernels {
+        match kiln_fatbin::cubin::kernels(image) {
+            Ok(k) => facts.kernels = k,
+            Err(err) => facts.error = Some(err.to_string()),
+        }
+    }
+    finish(facts)
+}
+
+/// `__nv_relfatbin`: relocatable device code for a later device link, never loaded. Read like
+/// `.nv_fatbin`, reported apart, counted for nothing.
+pub fn read_relocatable(section: &[u8], list_kernels: bool) -> Result<DeviceCode, String> {
+    read(section, list_kernels)
 }
 
 fn entry_facts(
@@ -223,6 +342,7 @@ fn entry_facts(
         ptx_isa_num: None,
         label_mismatch: None,
         error: None,
+        section: None,
     };
     if e.kind == container::EntryKind::Ptx {
         // The header carries the ISA too; the text (below) wins when readable.

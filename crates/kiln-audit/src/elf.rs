@@ -45,6 +45,13 @@ pub struct ElfFacts {
     pub dynamic_mismatch: Option<String>,
     /// `__nv_relfatbin` present: relocatable device code, never loaded by the driver.
     pub has_relfatbin: bool,
+    /// `__nv_relfatbin` contents, when it has a file range.
+    #[serde(skip)]
+    pub relfatbin: Option<std::ops::Range<usize>>,
+    /// Other allocated data sections (name, file range), where vendors put device code that
+    /// the library loads itself; scanned by the caller.
+    #[serde(skip)]
+    pub data_sections: Vec<(String, std::ops::Range<usize>)>,
     /// kiln's build manifest, from the `.kiln_manifest` section (kiln-kernels puts it there).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build_manifest: Option<kiln_manifest::Manifest>,
@@ -65,6 +72,21 @@ pub struct DlopenFeature {
     /// Alternatives: any one of them satisfies the feature.
     #[serde(serialize_with = "crate::json::dlopen_sonames")]
     pub soname: Vec<String>,
+}
+
+/// Data sections scanned for device code per ELF (real libraries have a few dozen sections).
+const MAX_DATA_SECTIONS: usize = 4096;
+
+/// A section's bytes as a range of the file, when they lie inside it.
+fn file_range(
+    endian: object::Endianness,
+    section: &object::elf::SectionHeader64<object::Endianness>,
+    len: usize,
+) -> Option<std::ops::Range<usize>> {
+    let (off, size) = section.file_range(endian)?;
+    let start = usize::try_from(off).ok()?;
+    let end = start.checked_add(usize::try_from(size).ok()?)?;
+    (end <= len).then_some(start..end)
 }
 
 pub fn is_elf(bytes: &[u8]) -> bool {
@@ -239,7 +261,22 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
                     .ok_or_else(|| format!("`.nv_fatbin` ({size} bytes at {off}) runs past the end of the file ({} bytes)", data.len()))?;
                 facts.nv_fatbin = Some(start..end);
             }
-            b"__nv_relfatbin" => facts.has_relfatbin = true,
+            b"__nv_relfatbin" => {
+                facts.has_relfatbin = true;
+                facts.relfatbin = file_range(endian, section, data.len());
+            }
+            _ if section.sh_type(endian) == elf::SHT_PROGBITS
+                && section.sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) == 0
+                && name != b".kiln_manifest"
+                && !name.starts_with(b".debug")
+                && facts.data_sections.len() < MAX_DATA_SECTIONS =>
+            {
+                if let Some(r) = file_range(endian, section, data.len()).filter(|r| r.len() >= 64) {
+                    facts
+                        .data_sections
+                        .push((String::from_utf8_lossy(name).into_owned(), r));
+                }
+            }
             b".kiln_manifest" if section.sh_type(endian) != elf::SHT_NOBITS => {
                 match section.data(endian, data) {
                     Ok(bytes) => match std::str::from_utf8(bytes)

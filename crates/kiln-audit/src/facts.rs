@@ -32,8 +32,14 @@ pub struct Binary {
     pub path: String,
     pub size: u64,
     pub elf: Option<ElfFacts>,
+    /// Loadable device code: `.nv_fatbin`, then what other data sections hold (entries with
+    /// `section` set).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<DeviceCode>,
+    /// `__nv_relfatbin`: relocatable device code for a device link, never loaded, counted as
+    /// no coverage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relocatable: Option<DeviceCode>,
     #[serde(skip)]
     pub elf_error: Option<String>,
     #[serde(skip)]

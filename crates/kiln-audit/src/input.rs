@@ -89,6 +89,7 @@ fn read_file(
             size: bytes.len() as u64,
             elf: None,
             device: None,
+            relocatable: None,
             elf_error: None,
             device_error: None,
         };
@@ -139,6 +140,7 @@ pub fn analyse(path: &str, bytes: &[u8], opts: &Options) -> Binary {
         size: bytes.len() as u64,
         elf: None,
         device: None,
+        relocatable: None,
         elf_error: None,
         device_error: None,
     };
@@ -149,6 +151,23 @@ pub fn analyse(path: &str, bytes: &[u8], opts: &Options) -> Binary {
                     Ok(d) => b.device = Some(d),
                     Err(e) => b.device_error = Some(e),
                 }
+            }
+            // Device code the library loads itself, from any other data section.
+            for (name, range) in &facts.data_sections {
+                let first = b.device.as_ref().map_or(0, |d| d.containers);
+                let (images, entries) =
+                    device::scan(name, &bytes[range.clone()], first, opts.list_kernels);
+                if images > 0 {
+                    let d = b.device.get_or_insert_with(|| device::DeviceCode {
+                        containers: 0,
+                        entries: Vec::new(),
+                    });
+                    d.containers += images;
+                    d.entries.extend(entries);
+                }
+            }
+            if let Some(range) = facts.relfatbin.clone() {
+                b.relocatable = device::read_relocatable(&bytes[range], opts.list_kernels).ok();
             }
             b.elf = Some(facts);
         }

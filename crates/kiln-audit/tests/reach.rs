@@ -276,3 +276,100 @@ fn cubin_variants_come_from_the_cubins_own_note() {
         assert!(why.contains("toolkit note"), "sm_{sm}: {why}");
     }
 }
+
+/// A shared library from `asm` (gas, `.incbin` of files in `dir`) and one C function.
+fn library_with(dir: &Path, name: &str, asm: &str) -> PathBuf {
+    std::fs::write(dir.join(format!("{name}.S")), asm).unwrap();
+    std::fs::write(dir.join("f.c"), "int kiln_f(void) { return 1; }\n").unwrap();
+    let out = dir.join(format!("lib{name}.so"));
+    run(Command::new("cc")
+        .current_dir(dir)
+        .args(["-shared", "-fPIC", "-Wa,--noexecstack", "-o"])
+        .arg(&out)
+        .arg(format!("{name}.S"))
+        .arg("f.c"));
+    out
+}
+
+/// Device code outside `.nv_fatbin`: a fatbin in a vendor section and a raw cubin in .rodata
+/// are found where they are, reported as loaded by the library itself and counted in reach;
+/// PTX only in `__nv_relfatbin` (an -rdc object) is reported and reaches nothing.
+#[test]
+fn device_code_is_found_wherever_it_hides() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let none = Policy::default();
+    fatbin(
+        d,
+        "vendor",
+        &[
+            "arch=compute_80,code=sm_80",
+            "arch=compute_90,code=compute_90",
+        ],
+    );
+    let lib = library_with(
+        d,
+        "vendor",
+        ".section .vendor_gpu,\"a\",@progbits\n.balign 8\n.incbin \"vendor.fatbin\"\n",
+    );
+    let r = audit(&lib, &none);
+    assert!(
+        rules(&r).contains(&"fatbin/outside-nv-fatbin"),
+        "{:?}",
+        rules(&r)
+    );
+    let entries = &r.binaries[0].device.as_ref().unwrap().entries;
+    assert_eq!(entries.len(), 2);
+    assert!(entries
+        .iter()
+        .all(|e| e.section.as_deref() == Some(".vendor_gpu")));
+    assert_eq!(path(&r, "8.0").0, ReachPath::Exact);
+    assert_eq!(path(&r, "9.0").0, ReachPath::Ptx);
+    assert_eq!(path(&r, "7.5").0, ReachPath::None);
+
+    // A raw cubin (nvcc -cubin) assembled into .rodata.
+    let src = source(d, "raw", "k_raw");
+    run(Command::new(nvcc())
+        .args(["-cubin", "-arch=sm_86", "-o"])
+        .arg(d.join("raw.cubin"))
+        .arg(&src));
+    let lib = library_with(
+        d,
+        "raw",
+        ".section .rodata\n.balign 8\n.incbin \"raw.cubin\"\n",
+    );
+    let r = audit(&lib, &none);
+    let entries = &r.binaries[0].device.as_ref().unwrap().entries;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0].section.as_deref(), Some(".rodata"));
+    assert_eq!(entries[0].target.to_string(), "sm_86");
+    assert_eq!(entries[0].kernels, ["k_raw"]);
+    assert_eq!(path(&r, "8.6").0, ReachPath::Exact);
+    assert_eq!(path(&r, "8.9").0, ReachPath::Compatible);
+
+    // PTX only in __nv_relfatbin: relocatable, never loaded, no reach.
+    let src = source(d, "rdc", "k_rdc");
+    let obj = d.join("rdc.o");
+    run(Command::new(nvcc())
+        .args(["-rdc=true", "-c", "-Xcompiler", "-fPIC"])
+        .args(["-gencode", "arch=compute_80,code=compute_80", "-o"])
+        .arg(&obj)
+        .arg(&src));
+    let r = audit(&obj, &none);
+    assert!(
+        rules(&r).contains(&"arch/relocatable-only"),
+        "{:?}",
+        rules(&r)
+    );
+    assert!(r.binaries[0].device.is_none());
+    let rel = r.binaries[0]
+        .relocatable
+        .as_ref()
+        .expect("relocatable device code");
+    assert!(rel
+        .entries
+        .iter()
+        .any(|e| e.kind == kiln_audit::facts::EntryKind::Ptx));
+    assert!(r.reach.binaries.is_empty());
+    assert_eq!(r.counts.binaries_with_device_code, 0);
+}

@@ -228,7 +228,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Container<'_>>> {
 }
 
 /// Reads the container at `at`; returns it and the offset just past it.
-fn parse_one(bytes: &[u8], at: usize) -> Result<(Container<'_>, usize)> {
+pub fn parse_one(bytes: &[u8], at: usize) -> Result<(Container<'_>, usize)> {
     let bad = |m: String| Error::Container(format!("container at offset {at}: {m}"));
     let magic = u32_at(bytes, at).ok_or_else(|| bad("truncated header".into()))?;
     if magic != MAGIC {

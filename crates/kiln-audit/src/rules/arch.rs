@@ -19,6 +19,35 @@ fn targets(entries: &[EntryFacts], kind: EntryKind) -> BTreeMap<String, Target> 
         .collect()
 }
 
+/// Device code outside `.nv_fatbin` (reported where it was found: the library loads it
+/// itself, the CUDA runtime never registers it) and relocatable device code only.
+fn hidden_and_relocatable(b: &crate::facts::Binary, findings: &mut Vec<Finding>) {
+    let mut by_section: std::collections::BTreeMap<&str, usize> = Default::default();
+    for e in b.device.iter().flat_map(|d| &d.entries) {
+        if let Some(s) = &e.section {
+            *by_section.entry(s).or_default() += 1;
+        }
+    }
+    for (section, n) in by_section {
+        findings.push(finding(
+            "fatbin/outside-nv-fatbin",
+            &b.path,
+            format!("{n} device-code entries in section {section}, not .nv_fatbin: loaded by the library itself (cuModuleLoadData), never registered by the CUDA runtime; counted in coverage and reach"),
+            "nothing to do if the library loads them itself; otherwise link device code through nvcc so it lands in .nv_fatbin",
+        ));
+    }
+    let relocatable = b.relocatable.as_ref().map_or(0, |d| d.entries.len());
+    let loadable = b.device.as_ref().map_or(0, |d| d.entries.len());
+    if relocatable > 0 && loadable == 0 {
+        findings.push(finding(
+            "arch/relocatable-only",
+            &b.path,
+            format!("device code only in __nv_relfatbin ({relocatable} relocatable image(s)): input for a device link, never loaded by the driver; no GPU runs these kernels"),
+            "device-link the code (nvcc -dlink, or link with nvcc) so a loadable .nv_fatbin is produced",
+        ));
+    }
+}
+
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) {
     let mut any_device_code = false;
     for b in &artifact.binaries {
@@ -31,6 +60,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 "rebuild the library; the driver would reject this device code (cudaErrorInvalidKernelImage)",
             ));
         }
+        hidden_and_relocatable(b, findings);
         let Some(dev) = &b.device else { continue };
         any_device_code = true;
         for e in dev.entries.iter().filter(|e| e.error.is_some()) {

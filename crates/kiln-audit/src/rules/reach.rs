@@ -128,6 +128,7 @@ mod tests {
             ptx_isa_num: ptx.then_some((9, 0)),
             label_mismatch: None,
             error: None,
+            section: None,
         }
     }
 
@@ -141,6 +142,7 @@ mod tests {
                 containers: 1,
                 entries,
             }),
+            relocatable: None,
             elf_error: None,
             device_error: None,
         });
