@@ -411,7 +411,7 @@ fn read_payload(e: &container::Entry, payload: &[u8], facts: &mut EntryFacts) {
             }
         }
         container::EntryKind::Ptx => {
-            match kiln_fatbin::ptx::parse(&String::from_utf8_lossy(payload)) {
+            match kiln_fatbin::ptx::parse_bytes(payload) {
                 Ok(info) => {
                     facts.ptx_isa_num = Some(info.isa);
                     facts.kernels = info.kernels;

@@ -133,9 +133,21 @@ impl Entry<'_> {
                     )));
                 }
                 buf.reserve_exact(self.decompressed_size as usize);
-                zstd::bulk::Decompressor::new()
-                    .and_then(|mut d| d.decompress_to_buffer(self.payload, buf))
-                    .map_err(|e| bad(format!("zstd: {e}")))?;
+                thread_local! {
+                    // One context per thread: creating one per entry was a measurable share of
+                    // a large library's audit (thousands of entries).
+                    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+                        const { std::cell::RefCell::new(None) };
+                }
+                ZSTD.with_borrow_mut(|d| {
+                    if d.is_none() {
+                        *d = Some(zstd::bulk::Decompressor::new()?);
+                    }
+                    d.as_mut()
+                        .expect("set above")
+                        .decompress_to_buffer(self.payload, buf)
+                })
+                .map_err(|e| bad(format!("zstd: {e}")))?;
                 if buf.len() as u64 != self.decompressed_size {
                     return Err(bad(format!(
                         "zstd payload decompressed to {} bytes, header says {}",
@@ -167,7 +179,7 @@ impl Entry<'_> {
             }
         };
         if self.kind == EntryKind::Ptx {
-            let end = out.iter().position(|&b| b == 0).unwrap_or(out.len());
+            let end = memchr::memchr(0, out).unwrap_or(out.len());
             return Ok(&out[..end]);
         }
         Ok(out)

@@ -29,38 +29,49 @@ pub fn target_arch(target: &str) -> Option<(u32, kiln_pins::Variant)> {
 }
 
 pub fn parse(text: &str) -> Result<PtxInfo> {
+    parse_bytes(text.as_bytes())
+}
+
+/// [`parse`] over the bytes as stored (PTX is ASCII; names are taken lossily): `.version` and
+/// `.target` from the first lines that carry them, `.entry` names from one substring search
+/// over the whole text (cuDNN's PTX runs to hundreds of MB; a per-line search was a tenth of
+/// the audit's time).
+pub fn parse_bytes(text: &[u8]) -> Result<PtxInfo> {
     let mut isa = None;
     let mut target = None;
-    // A set of borrowed names: a text repeating one `.entry` a million times costs one name.
-    let mut kernels = std::collections::BTreeSet::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(rest) = line.strip_prefix(".version") {
-            let v = rest.trim();
-            let (a, b) = v
-                .split_once('.')
-                .ok_or_else(|| Error::Ptx(format!("bad .version {v:?}")))?;
-            let num = |s: &str| {
-                s.trim()
-                    .parse::<u32>()
-                    .map_err(|_| Error::Ptx(format!("bad .version {v:?}")))
-            };
+    for line in text.split(|&b| b == b'\n') {
+        if isa.is_some() && target.is_some() {
+            break;
+        }
+        let line = line.trim_ascii();
+        if let Some(rest) = line.strip_prefix(b".version") {
+            let v = String::from_utf8_lossy(rest.trim_ascii()).into_owned();
+            let bad = || Error::Ptx(format!("bad .version {v:?}"));
+            let (a, b) = v.split_once('.').ok_or_else(bad)?;
+            let num = |s: &str| s.trim().parse::<u32>().map_err(|_| bad());
             isa = Some((num(a)?, num(b)?));
-        } else if let Some(rest) = line.strip_prefix(".target") {
-            let t = rest.split(',').next().unwrap_or("").trim();
-            target = Some(t.to_string());
-        } else if let Some(pos) = line.find(".entry ") {
-            // `.visible .entry name(` or `.entry name (`; the name ends at '(' or whitespace.
-            let rest = line[pos + ".entry ".len()..].trim_start();
-            let end = rest
-                .find(|c: char| c == '(' || c.is_whitespace())
-                .unwrap_or(rest.len());
-            if end > 0 {
-                kernels.insert(&rest[..end]);
-            }
+        } else if let Some(rest) = line.strip_prefix(b".target") {
+            let first = rest.split(|&b| b == b',').next().unwrap_or(b"").trim_ascii();
+            target = Some(String::from_utf8_lossy(first).into_owned());
         }
     }
-    let kernels = kernels.into_iter().map(str::to_string).collect();
+    // A set of borrowed names: a text repeating one `.entry` a million times costs one name.
+    let mut kernels = std::collections::BTreeSet::new();
+    for at in memchr::memmem::find_iter(text, b".entry ") {
+        // `.visible .entry name(` or `.entry name (`; the name ends at '(' or whitespace.
+        let rest = text[at + ".entry ".len()..].trim_ascii_start();
+        let end = rest
+            .iter()
+            .position(|&c| c == b'(' || c.is_ascii_whitespace())
+            .unwrap_or(rest.len());
+        if end > 0 {
+            kernels.insert(&rest[..end]);
+        }
+    }
+    let kernels = kernels
+        .into_iter()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
     Ok(PtxInfo {
         isa: isa.ok_or_else(|| Error::Ptx("no .version directive".into()))?,
         target: target.ok_or_else(|| Error::Ptx("no .target directive".into()))?,
