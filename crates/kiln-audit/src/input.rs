@@ -20,6 +20,7 @@ use crate::facts::{Artifact, Binary, DistRecord, InputKind, ReadProblem, WheelMe
 use crate::options::{Options, Progress};
 use crate::runpath;
 use crate::source::{self, Source};
+use crate::spill;
 use crate::zip_view;
 
 pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
@@ -135,6 +136,12 @@ fn libraries_beside(root: &Path, binary: &Binary) -> BTreeSet<String> {
 
 /// ELF facts and device code of one binary held in memory.
 pub fn analyse(path: &str, bytes: &[u8], opts: &Options) -> Binary {
+    analyse_with(path, bytes, opts, false)
+}
+
+/// `mapped`: `bytes` is a spilled member's mapping, whose pages are handed back as each part
+/// is read (spill.rs).
+fn analyse_with(path: &str, bytes: &[u8], opts: &Options, mapped: bool) -> Binary {
     let mut b = Binary {
         path: path.to_string(),
         size: bytes.len() as u64,
@@ -147,16 +154,23 @@ pub fn analyse(path: &str, bytes: &[u8], opts: &Options) -> Binary {
     match elf::read(bytes) {
         Ok(facts) => {
             if let Some(range) = facts.nv_fatbin.clone() {
-                match device::read(&bytes[range], opts.list_kernels) {
+                match device::read_with(&bytes[range.clone()], opts.list_kernels, mapped) {
                     Ok(d) => b.device = Some(d),
                     Err(e) => b.device_error = Some(e),
                 }
+                spill::release(&bytes[range], mapped);
             }
             // Device code the library loads itself, from any other data section.
             for (name, range) in &facts.data_sections {
                 let first = b.device.as_ref().map_or(0, |d| d.containers);
-                let (images, entries) =
-                    device::scan(name, &bytes[range.clone()], first, opts.list_kernels);
+                let (images, entries) = device::scan(
+                    name,
+                    &bytes[range.clone()],
+                    first,
+                    opts.list_kernels,
+                    mapped,
+                );
+                spill::release(&bytes[range.clone()], mapped);
                 if images > 0 {
                     let d = b.device.get_or_insert_with(|| device::DeviceCode {
                         containers: 0,
@@ -433,22 +447,25 @@ fn read_member(
     // One pass: inflate in chunks, hash each chunk while it is in cache, and keep the bytes only
     // for members that are analysed (ELF files, dist-info metadata). Whether a member is an ELF
     // is decided from its first 4 bytes, however few bytes the first read returns.
-    let mut bytes = Vec::new();
+    let mut kept = spill::Keeper::new();
     let mut hasher = Hasher::default();
     let mut keep: Option<bool> = None;
     let mut chunk = vec![0u8; 256 << 10];
     let mut limited = (&mut file).take(opts.max_member_size + 1);
+    let unreadable = |r: &mut MemberResult, action: &'static str, e: std::io::Error| {
+        r.problem = Some(ReadProblem::UnreadableMember {
+            member: r.name.clone(),
+            action,
+            error: e.to_string(),
+        });
+    };
     loop {
         let n = match limited.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                r.problem = Some(ReadProblem::UnreadableMember {
-                    member: r.name.clone(),
-                    action: "decompress",
-                    error: e.to_string(),
-                });
+                unreadable(&mut r, "decompress", e);
                 return r;
             }
         };
@@ -459,26 +476,26 @@ fn read_member(
             // Counted in `inflated`; the wheel-level problem names the total.
             return r;
         }
-        match keep {
-            Some(true) => bytes.extend_from_slice(data),
-            Some(false) => {}
+        let stored = match keep {
+            Some(true) => kept.extend(data),
+            Some(false) => Ok(()),
             None => {
-                bytes.extend_from_slice(data);
-                if bytes.len() >= 4 {
-                    let k = elf::is_elf(&bytes) || dist_info;
-                    if k {
-                        // Reserve what the member can really inflate to: deflate expands at
-                        // most 1032:1, so a lying declared size cannot reserve more.
-                        let plausible = declared.min(compressed.saturating_mul(1032));
-                        bytes.reserve_exact(plausible.min(512 << 20) as usize);
-                    } else {
-                        bytes = Vec::new();
+                let s = kept.extend(data);
+                if kept.len() >= 4 {
+                    let k = elf::is_elf(kept.head(4)) || dist_info;
+                    if !k {
+                        kept = spill::Keeper::new();
                     }
                     keep = Some(k);
                 }
+                s
             }
+        };
+        if let Err(e) = stored {
+            unreadable(&mut r, "spill to a temporary file", e);
+            return r;
         }
-        if keep == Some(true) && bytes.len() as u64 > keep_limit {
+        if keep == Some(true) && kept.len() > keep_limit {
             r.problem = Some(ReadProblem::MemberTooLarge {
                 member: r.name.clone(),
                 declared: None,
@@ -508,10 +525,17 @@ fn read_member(
         });
     }
     r.digest = Some(hasher.finish());
+    let bytes = match kept.finish() {
+        Ok(b) => b,
+        Err(e) => {
+            unreadable(&mut r, "map the spilled member", e);
+            return r;
+        }
+    };
     if elf::is_elf(&bytes) {
-        r.binary = Some(analyse(&r.name, &bytes, opts));
+        r.binary = Some(analyse_with(&r.name, &bytes, opts, bytes.is_mapped()));
     } else if dist_info {
-        r.text = Some(bytes);
+        r.text = Some(bytes.into_vec());
     }
     r
 }

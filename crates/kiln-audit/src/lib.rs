@@ -33,6 +33,7 @@ mod reach;
 mod rules;
 mod runpath;
 mod source;
+mod spill;
 mod zip_view;
 
 use std::path::Path;

@@ -51,7 +51,11 @@ pub fn parse_bytes(text: &[u8]) -> Result<PtxInfo> {
             let num = |s: &str| s.trim().parse::<u32>().map_err(|_| bad());
             isa = Some((num(a)?, num(b)?));
         } else if let Some(rest) = line.strip_prefix(b".target") {
-            let first = rest.split(|&b| b == b',').next().unwrap_or(b"").trim_ascii();
+            let first = rest
+                .split(|&b| b == b',')
+                .next()
+                .unwrap_or(b"")
+                .trim_ascii();
             target = Some(String::from_utf8_lossy(first).into_owned());
         }
     }

@@ -1,0 +1,121 @@
+//! Where a member's bytes are kept while it is analysed: in memory up to [`IN_MEMORY`], past
+//! that in an unlinked temporary file (O_TMPFILE under TMPDIR) mapped read-only. A 240 MB
+//! library then costs page cache, not resident memory: the analysis touches its pages as it
+//! goes and [`Kept::release`] hands back each range once read (device code is most of such a
+//! library). The file is private to this process, so the SIGBUS concern that keeps inputs off
+//! mmap (source.rs) does not arise: nobody else holds it to truncate.
+
+use std::io::Write;
+
+/// Members larger than this are spilled to a temporary file.
+pub const IN_MEMORY: usize = 32 << 20;
+
+/// Collects a member's bytes as they are inflated.
+pub struct Keeper {
+    mem: Vec<u8>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    len: u64,
+}
+
+impl Keeper {
+    pub fn new() -> Keeper {
+        Keeper {
+            mem: Vec::new(),
+            file: None,
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The first bytes kept (at most `n`): enough to sniff the kind.
+    pub fn head(&self, n: usize) -> &[u8] {
+        &self.mem[..self.mem.len().min(n)]
+    }
+
+    pub fn extend(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.len += data.len() as u64;
+        if let Some(f) = &mut self.file {
+            return f.write_all(data);
+        }
+        if self.mem.len() + data.len() <= IN_MEMORY {
+            self.mem.extend_from_slice(data);
+            return Ok(());
+        }
+        // Past the threshold: move what is held to a temporary file. Without one (no writable
+        // TMPDIR), keep going in memory: slower to bound, never a wrong verdict.
+        match tempfile::tempfile() {
+            Ok(f) => {
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+                w.write_all(&self.mem)?;
+                w.write_all(data)?;
+                self.mem = self.mem[..self.mem.len().min(64)].to_vec();
+                self.file = Some(w);
+            }
+            Err(_) => self.mem.extend_from_slice(data),
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> std::io::Result<Kept> {
+        match self.file {
+            None => Ok(Kept::Memory(self.mem)),
+            Some(w) => {
+                let f = w.into_inner().map_err(|e| e.into_error())?;
+                // SAFETY: the file is an unlinked temporary only this process holds; nothing
+                // writes or truncates it while it is mapped.
+                let map = unsafe { memmap2::Mmap::map(&f)? };
+                Ok(Kept::Mapped(map))
+            }
+        }
+    }
+}
+
+pub enum Kept {
+    Memory(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Kept {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Kept::Memory(v) => v,
+            Kept::Mapped(m) => m,
+        }
+    }
+}
+
+impl Kept {
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            Kept::Memory(v) => v,
+            Kept::Mapped(m) => m.to_vec(),
+        }
+    }
+
+    pub fn is_mapped(&self) -> bool {
+        matches!(self, Kept::Mapped(_))
+    }
+}
+
+/// Hands the whole pages inside `bytes` back to the kernel when they belong to a mapped
+/// member (`mapped`); later reads fault them in again from the file, unchanged. No-op for
+/// bytes in memory, whose pages would read back as zeros.
+pub fn release(bytes: &[u8], mapped: bool) {
+    if !mapped || bytes.is_empty() {
+        return;
+    }
+    let page = 4096usize;
+    let start = (bytes.as_ptr() as usize).next_multiple_of(page);
+    let end = (bytes.as_ptr() as usize + bytes.len()) / page * page;
+    if end > start {
+        // SAFETY: [start, end) lies inside `bytes`, a read-only private file mapping; DONTNEED
+        // drops the pages from this process, and the next access reads them from the file.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+        }
+    }
+}
