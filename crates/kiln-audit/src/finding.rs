@@ -47,7 +47,7 @@ pub const RULES: &[(&str, Severity)] = &[
     ("fatbin/malformed", Severity::Error),
     ("fatbin/bad-entry", Severity::Error),
     ("fatbin/target-mismatch", Severity::Error),
-    ("fatbin/outside-nv-fatbin", Severity::Info),
+    ("fatbin/outside-nv-fatbin", Severity::Error),
     ("linkage/unresolved-needed", Severity::Error),
     ("linkage/unresolved-dlopen", Severity::Error),
     ("linkage/driver-stub-needed", Severity::Error),
@@ -96,11 +96,18 @@ pub const RULES: &[(&str, Severity)] = &[
 ];
 
 /// Rules whose severity depends on a fact: the lower severity, and when it applies.
-pub const LOWER_SEVERITY: &[(&str, Severity, &str)] = &[(
-    "linkage/unresolved-dlopen",
-    Severity::Warning,
-    "the .note.dlopen feature's priority is not `required`",
-)];
+pub const LOWER_SEVERITY: &[(&str, Severity, &str)] = &[
+    (
+        "linkage/unresolved-dlopen",
+        Severity::Warning,
+        "the .note.dlopen feature's priority is not `required`",
+    ),
+    (
+        "fatbin/outside-nv-fatbin",
+        Severity::Info,
+        "the binary has no kiln build manifest: third-party device code its library loads itself (cuDNN's .cask_resource)",
+    ),
+];
 
 /// The severity a rule id is registered with (panics only on a typo in this crate's own code,
 /// caught by the unit test below).

@@ -373,3 +373,37 @@ fn device_code_is_found_wherever_it_hides() {
     assert!(r.reach.binaries.is_empty());
     assert_eq!(r.counts.binaries_with_device_code, 0);
 }
+
+/// `f` PTX (compute_100f) JITs only within its family (10.x), `a` PTX only on its own arch.
+#[test]
+fn family_and_arch_specific_ptx_stay_in_their_family_and_arch() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let none = Policy::default();
+    let r = audit(
+        &fatbin(d, "fptx", &["arch=compute_100f,code=compute_100f"]),
+        &none,
+    );
+    let targets: Vec<String> = r.binaries[0]
+        .device
+        .as_ref()
+        .unwrap()
+        .entries
+        .iter()
+        .map(|e| e.target.to_string())
+        .collect();
+    assert_eq!(targets, ["compute_100f"]);
+    assert_eq!(path(&r, "10.0").0, ReachPath::Ptx);
+    assert_eq!(path(&r, "10.3").0, ReachPath::Ptx);
+    for g in ["9.0", "11.0", "12.0", "12.1"] {
+        assert_eq!(path(&r, g).0, ReachPath::None, "{g}");
+    }
+    let r = audit(
+        &fatbin(d, "aptx", &["arch=compute_90a,code=compute_90a"]),
+        &none,
+    );
+    assert_eq!(path(&r, "9.0").0, ReachPath::Ptx);
+    for g in ["8.9", "10.0", "12.0"] {
+        assert_eq!(path(&r, g).0, ReachPath::None, "{g}");
+    }
+}

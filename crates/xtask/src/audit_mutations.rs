@@ -263,6 +263,11 @@ const DAMAGES: &[(&str, &str, Apply)] = &[
         "linkage/runpath-undeclared-wheel",
         runpath_into_undeclared_wheel,
     ),
+    (
+        "fatbin moved to a custom section",
+        "fatbin/outside-nv-fatbin",
+        fatbin_to_custom_section,
+    ),
 ];
 
 fn drop_sass(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
@@ -432,6 +437,21 @@ fn without_requirement(w: &mut Wheel, dist: &str) -> Result<()> {
         .collect();
     w.set(&meta_name, (kept.join("\n") + "\n").into_bytes());
     Ok(())
+}
+
+/// `.nv_fatbin` renamed: the device code is still in the file, but only the library itself
+/// could load it (the CUDA runtime registers `.nv_fatbin`).
+fn fatbin_to_custom_section(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
+    let elf = ctx.device_elf()?;
+    ctx.edit_elf(w, &elf, &mut |p| {
+        run_tool(
+            Command::new("objcopy")
+                .arg("--rename-section=.nv_fatbin=.vendor_fatbin")
+                .arg(p),
+        )
+    })?;
+    w.regenerate_record()?;
+    Ok(None)
 }
 
 /// NEEDED libcudart.so.12 and libcublas.so.13 side by side: two CUDA majors in one binary.

@@ -37,7 +37,7 @@ enum Command {
     BenchKernels(bench_kernels::Args),
     /// Run every test: bootstrap, then the workspace tests with the pinned toolchain.
     Test(test::Args),
-    /// Damage a good wheel in 18 ways with real tools; each must be caught by its own audit rule.
+    /// Damage a good wheel in 19 ways with real tools; each must be caught by its own audit rule.
     AuditMutations(audit_mutations::Args),
     /// Time `kiln audit` against unzip + cuobjdump and `auditwheel show` on real CUDA wheels.
     BenchAudit(audit_bench::Args),

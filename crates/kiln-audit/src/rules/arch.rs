@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::facts::{Artifact, EntryFacts, EntryKind, Target};
-use crate::finding::{finding, Finding};
+use crate::finding::{finding, finding_lower, Finding};
 use crate::policy::Policy;
 
 /// The targets of `kind` entries, keyed by name (the order messages list them in).
@@ -28,13 +28,18 @@ fn hidden_and_relocatable(b: &crate::facts::Binary, findings: &mut Vec<Finding>)
             *by_section.entry(s).or_default() += 1;
         }
     }
+    // A kiln-built binary (its build manifest present) promises its device code in .nv_fatbin,
+    // where the CUDA runtime and tools (cuobjdump, compute-sanitizer) look: elsewhere is an
+    // error. A third party's own loader is a fact to report.
+    let kiln_built = b.elf.as_ref().is_some_and(|e| e.build_manifest.is_some());
     for (section, n) in by_section {
-        findings.push(finding(
-            "fatbin/outside-nv-fatbin",
-            &b.path,
-            format!("{n} device-code entries in section {section}, not .nv_fatbin: loaded by the library itself (cuModuleLoadData), never registered by the CUDA runtime; counted in coverage and reach"),
-            "nothing to do if the library loads them itself; otherwise link device code through nvcc so it lands in .nv_fatbin",
-        ));
+        let message = format!("{n} device-code entries in section {section}, not .nv_fatbin: loaded by the library itself (cuModuleLoadData), never registered by the CUDA runtime; counted in coverage and reach");
+        let fix = "link device code through nvcc / kiln-kernels so it lands in .nv_fatbin (nothing to do for a library that loads its own sections)";
+        findings.push(if kiln_built {
+            finding("fatbin/outside-nv-fatbin", &b.path, message, fix)
+        } else {
+            finding_lower("fatbin/outside-nv-fatbin", &b.path, message, fix)
+        });
     }
     let relocatable = b.relocatable.as_ref().map_or(0, |d| d.entries.len());
     let loadable = b.device.as_ref().map_or(0, |d| d.entries.len());

@@ -368,7 +368,19 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
             r.coverage.len() - tables
         )?;
     }
-    render_reach(out, &r.reach)
+    // Binaries whose device code (some of it) sits outside .nv_fatbin: the library loads it.
+    let mut own_loader: HashMap<&str, Vec<&str>> = HashMap::new();
+    for b in &r.binaries {
+        for e in b.device.iter().flat_map(|d| &d.entries) {
+            if let Some(s) = &e.section {
+                let v = own_loader.entry(b.path.as_str()).or_default();
+                if !v.contains(&s.as_str()) {
+                    v.push(s);
+                }
+            }
+        }
+    }
+    render_reach(out, &r.reach, &own_loader)
 }
 
 /// Binary columns in the reach grid (past them, the "all" column still covers every binary).
@@ -392,7 +404,11 @@ fn reach_label(c: &ReachCell, kernels: usize) -> String {
 
 /// Rows = GPU generations (a fixed table), columns = the first binaries with device code and
 /// the input as a whole: bounded whatever the input holds.
-fn render_reach(out: &mut impl Write, reach: &Reach) -> std::io::Result<()> {
+fn render_reach(
+    out: &mut impl Write,
+    reach: &Reach,
+    own_loader: &HashMap<&str, Vec<&str>>,
+) -> std::io::Result<()> {
     if reach.binaries.is_empty() {
         return Ok(());
     }
@@ -428,9 +444,19 @@ fn render_reach(out: &mut impl Write, reach: &Reach) -> std::io::Result<()> {
         )?;
     }
     for (i, b) in shown.iter().enumerate() {
+        let loader = own_loader
+            .get(b.file.as_str())
+            .map(|sections| {
+                let names: Vec<String> = sections.iter().map(|s| esc(s).into_owned()).collect();
+                format!(
+                    "; device code in {} loaded by the library itself",
+                    names.join(", ")
+                )
+            })
+            .unwrap_or_default();
         writeln!(
             out,
-            "  [{}] {} ({} kernels, targets {}–{})",
+            "  [{}] {} ({} kernels, targets {}–{}{loader})",
             i + 1,
             esc(&b.file),
             b.kernels,
