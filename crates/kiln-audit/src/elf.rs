@@ -26,6 +26,9 @@ pub struct ElfFacts {
     pub max_glibc: Option<(u32, u32)>,
     /// Highest GLIBCXX_x.y.z required.
     pub max_glibcxx: Option<String>,
+    /// Highest CXXABI_x.y.z required (numeric ones; CXXABI_TM_1 and the like are not ordered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cxxabi: Option<String>,
     pub undefined_symbols: usize,
     /// One entry per feature in `.note.dlopen`.
     #[serde(serialize_with = "crate::json::dlopen")]
@@ -48,6 +51,10 @@ pub struct ElfFacts {
     /// `__nv_relfatbin` contents, when it has a file range.
     #[serde(skip)]
     pub relfatbin: Option<std::ops::Range<usize>>,
+    /// Sonames named as strings in read-only data (`.rodata*`): what the binary may `dlopen`
+    /// without declaring it (sorted, at most [`MAX_RODATA_SONAMES`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rodata_sonames: Vec<String>,
     /// Other allocated data sections (name, file range), where vendors put device code that
     /// the library loads itself; scanned by the caller.
     #[serde(skip)]
@@ -72,6 +79,43 @@ pub struct DlopenFeature {
     /// Alternatives: any one of them satisfies the feature.
     #[serde(serialize_with = "crate::json::dlopen_sonames")]
     pub soname: Vec<String>,
+}
+
+/// Distinct soname strings kept from read-only data.
+pub const MAX_RODATA_SONAMES: usize = 256;
+
+/// Strings shaped like a soname (`libname.so` or `libname.so.N[.M…]`) in `data`, each
+/// starting after a NUL or a non-name byte.
+fn soname_strings(data: &[u8], out: &mut std::collections::BTreeSet<String>) {
+    let name_byte = |b: u8| b.is_ascii_alphanumeric() || b"_+-".contains(&b);
+    for at in memchr::memmem::find_iter(data, b"lib") {
+        if out.len() >= MAX_RODATA_SONAMES {
+            return;
+        }
+        if at > 0 && (name_byte(data[at - 1]) || data[at - 1] == b'.' || data[at - 1] == b'/') {
+            continue;
+        }
+        let rest = &data[at..data.len().min(at + 256)];
+        let stem = rest.iter().skip(3).take_while(|&&b| name_byte(b)).count() + 3;
+        if stem == 3 || !rest[stem..].starts_with(b".so") {
+            continue;
+        }
+        let mut end = stem + 3;
+        while end < rest.len() && rest[end] == b'.' {
+            let digits = rest[end + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            if digits == 0 {
+                break;
+            }
+            end += 1 + digits;
+        }
+        if end < rest.len() && (name_byte(rest[end]) || rest[end] == b'.') {
+            continue;
+        }
+        out.insert(String::from_utf8_lossy(&rest[..end]).into_owned());
+    }
 }
 
 /// Data sections scanned for device code per ELF (real libraries have a few dozen sections).
@@ -228,13 +272,9 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
                 facts.max_glibc = facts.max_glibc.max(Some(v));
             }
         } else if let Some(v) = name.strip_prefix("GLIBCXX_") {
-            let newer = match &facts.max_glibcxx {
-                None => true,
-                Some(cur) => version_key(v) > version_key(cur),
-            };
-            if newer && !v.is_empty() {
-                facts.max_glibcxx = Some(v.to_string());
-            }
+            keep_newest(&mut facts.max_glibcxx, v);
+        } else if let Some(v) = name.strip_prefix("CXXABI_") {
+            keep_newest(&mut facts.max_cxxabi, v);
         }
     }
 
@@ -246,8 +286,14 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
             .count();
     }
 
+    let mut rodata_sonames = std::collections::BTreeSet::new();
     for section in sections.iter() {
         let name = sections.section_name(endian, section).unwrap_or(b"");
+        if name.starts_with(b".rodata") && section.sh_type(endian) == elf::SHT_PROGBITS {
+            if let Some(r) = file_range(endian, section, data.len()) {
+                soname_strings(&data[r], &mut rodata_sonames);
+            }
+        }
         match name {
             b".nv_fatbin" if section.sh_type(endian) != elf::SHT_NOBITS => {
                 let (off, size) = section
@@ -319,6 +365,7 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
             _ => {}
         }
     }
+    facts.rodata_sonames = rodata_sonames.into_iter().collect();
     Ok(facts)
 }
 
@@ -368,7 +415,20 @@ fn parse_major_minor(v: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-fn version_key(v: &str) -> Vec<u32> {
+/// `v` into `cur` when it is a dotted number newer than `cur`.
+fn keep_newest(cur: &mut Option<String>, v: &str) {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return;
+    }
+    if cur
+        .as_deref()
+        .is_none_or(|c| version_key(v) > version_key(c))
+    {
+        *cur = Some(v.to_string());
+    }
+}
+
+pub fn version_key(v: &str) -> Vec<u32> {
     v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
 }
 

@@ -151,7 +151,10 @@ fn analyse_with(path: &str, bytes: &[u8], opts: &Options, mapped: bool) -> Binar
         elf_error: None,
         device_error: None,
     };
-    match elf::read(bytes) {
+    let read = elf::read(bytes);
+    // The headers, symbols and read-only data elf::read touched: handed back (spill.rs).
+    spill::release(bytes, mapped);
+    match read {
         Ok(facts) => {
             if let Some(range) = facts.nv_fatbin.clone() {
                 match device::read_with(&bytes[range.clone()], opts.list_kernels, mapped) {

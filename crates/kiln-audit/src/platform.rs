@@ -92,6 +92,50 @@ pub fn glibc_ceiling(platform: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
+/// Newest GLIBCXX and CXXABI symbol versions each manylinux policy allows, per glibc minor:
+/// (glibc minor, x86_64 GLIBCXX, x86_64 CXXABI, aarch64 GLIBCXX, aarch64 CXXABI). From
+/// auditwheel's policy file, src/auditwheel/policy/manylinux-policy.json at pypa/auditwheel
+/// 86154d15 (2026-08-17): the highest numeric entry of each list.
+const CXX_POLICIES: &[(u32, &str, &str, &str, &str)] = &[
+    (5, "3.4.8", "1.3.1", "", ""),
+    (12, "3.4.13", "1.3.3", "", ""),
+    (17, "3.4.19", "1.3.7", "3.4.19", "1.3.7"),
+    (24, "3.4.22", "1.3.10", "3.4.22", "1.3.10"),
+    (26, "3.4.22", "1.3.10", "3.4.24", "1.3.11"),
+    (27, "3.4.24", "1.3.11", "3.4.24", "1.3.11"),
+    (28, "3.4.24", "1.3.11", "3.4.24", "1.3.11"),
+    (31, "3.4.28", "1.3.12", "3.4.28", "1.3.12"),
+    (34, "3.4.29", "1.3.13", "3.4.29", "1.3.13"),
+    (35, "3.4.30", "1.3.13", "3.4.30", "1.3.13"),
+    (36, "3.4.30", "1.3.13", "3.4.30", "1.3.13"),
+    (37, "3.4.30", "1.3.13", "3.4.30", "1.3.13"),
+    (38, "3.4.30", "1.3.13", "3.4.30", "1.3.13"),
+    (39, "3.4.33", "1.3.15", "3.4.33", "1.3.15"),
+    (40, "3.4.33", "1.3.15", "3.4.33", "1.3.15"),
+    (41, "3.4.33", "1.3.15", "3.4.33", "1.3.15"),
+];
+
+/// The newest (GLIBCXX, CXXABI) a manylinux platform tag guarantees: the policy of the highest
+/// glibc minor at or below the tag's (a manylinux_2_29 system has at least 2_28's libstdc++).
+/// None for non-manylinux tags and architectures the policy file does not list here.
+pub fn cxx_ceiling(platform: &str) -> Option<(&'static str, &'static str)> {
+    let (major, minor) = glibc_ceiling(platform)?;
+    if major != 2 {
+        return None;
+    }
+    let aarch64 = platform.ends_with("_aarch64");
+    if !aarch64 && !platform.ends_with("_x86_64") {
+        return None;
+    }
+    let row = CXX_POLICIES.iter().rev().find(|r| r.0 <= minor)?;
+    let (glibcxx, cxxabi) = if aarch64 {
+        (row.3, row.4)
+    } else {
+        (row.1, row.2)
+    };
+    (!glibcxx.is_empty()).then_some((glibcxx, cxxabi))
+}
+
 /// The platform part of "py-abi-platform".
 pub fn platform_of(tag: &str) -> &str {
     tag.rsplit('-').next().unwrap_or(tag)
@@ -133,6 +177,32 @@ mod tests {
         assert_eq!(glibc_ceiling("manylinux2014_aarch64"), Some((2, 17)));
         assert_eq!(glibc_ceiling("linux_x86_64"), None);
         assert_eq!(glibc_ceiling("manylinux_2_x86"), None);
+    }
+
+    #[test]
+    fn cxx_ceilings_follow_auditwheel_policies() {
+        assert_eq!(
+            cxx_ceiling("manylinux_2_28_x86_64"),
+            Some(("3.4.24", "1.3.11"))
+        );
+        assert_eq!(
+            cxx_ceiling("manylinux2014_x86_64"),
+            Some(("3.4.19", "1.3.7"))
+        );
+        assert_eq!(
+            cxx_ceiling("manylinux_2_29_x86_64"),
+            Some(("3.4.24", "1.3.11"))
+        );
+        assert_eq!(
+            cxx_ceiling("manylinux_2_26_aarch64"),
+            Some(("3.4.24", "1.3.11"))
+        );
+        assert_eq!(
+            cxx_ceiling("manylinux_2_34_x86_64"),
+            Some(("3.4.29", "1.3.13"))
+        );
+        assert_eq!(cxx_ceiling("linux_x86_64"), None);
+        assert_eq!(cxx_ceiling("manylinux_2_17_ppc64le"), None);
     }
 
     #[test]

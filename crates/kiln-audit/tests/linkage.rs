@@ -166,3 +166,92 @@ fn a_provider_required_only_under_an_extra_is_reported() {
         rules(&r)
     );
 }
+
+/// A C++ library using std::string (the C++11 ABI: GLIBCXX_3.4.21) is too new for
+/// manylinux2014 (GLIBCXX_3.4.19 in auditwheel's policy) and fine for manylinux_2_34.
+#[test]
+fn libstdcxx_symbol_versions_are_held_to_the_platform_tag() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("s.cc"),
+        "#include <string>\nextern \"C\" unsigned long kiln_len(const char *s) { std::string x(s); x += s; return x.size(); }\n",
+    )
+    .unwrap();
+    let out = Command::new("c++")
+        .args(["-shared", "-fPIC", "-O1", "-o", "s.so", "s.cc"])
+        .current_dir(d)
+        .output()
+        .expect("c++ runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lib = std::fs::read(d.join("s.so")).unwrap();
+    let tagged = |tag: &str| {
+        let path = d.join(format!("demo-1.0-cp39-abi3-{tag}.whl"));
+        let mut w = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        let opts = zip::write::SimpleFileOptions::default();
+        for (name, data) in [
+            ("demo/_ext.abi3.so", lib.clone()),
+            (
+                "demo-1.0.dist-info/METADATA",
+                b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n".to_vec(),
+            ),
+            (
+                "demo-1.0.dist-info/WHEEL",
+                format!("Wheel-Version: 1.0\nTag: cp39-abi3-{tag}\n").into_bytes(),
+            ),
+        ] {
+            w.start_file(name, opts).unwrap();
+            w.write_all(&data).unwrap();
+        }
+        w.finish().unwrap();
+        audit(&path)
+    };
+    let r = tagged("manylinux2014_x86_64");
+    let f: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.rule == "tags/cxx-abi-too-new")
+        .collect();
+    assert!(!f.is_empty(), "{:?}", rules(&r));
+    assert!(f[0].message.contains("GLIBCXX_3.4.19"), "{}", f[0].message);
+    let r = tagged("manylinux_2_34_x86_64");
+    assert!(
+        !rules(&r).contains(&"tags/cxx-abi-too-new"),
+        "{:?}",
+        rules(&r)
+    );
+}
+
+/// A soname only named in read-only data (what `dlopen("libcublasLt.so.13")` compiles to) is
+/// reported with the wheel that ships it; one that is NEEDED is not.
+#[test]
+fn a_soname_string_in_rodata_is_a_possible_dlopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("dl.c"),
+        "#include <dlfcn.h>\nvoid *kiln_load(void) { return dlopen(\"libcublasLt.so.13\", RTLD_NOW); }\n",
+    )
+    .unwrap();
+    cc(&["-shared", "-fPIC", "-o", "dl.so", "dl.c", "-ldl"], d);
+    let lib = std::fs::read(d.join("dl.so")).unwrap();
+    let r = audit(&wheel(d, &lib, &[]));
+    let f: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.rule == "linkage/undeclared-dlopen")
+        .collect();
+    assert_eq!(f.len(), 1, "{:?}", rules(&r));
+    assert!(f[0].message.contains("libcublasLt.so.13") && f[0].message.contains("nvidia-cublas"));
+    assert!(f[0].message.contains("does not name"), "{}", f[0].message);
+    let r = audit(&wheel(d, &lib, &["nvidia-cublas>=13,<14"]));
+    assert!(r
+        .findings
+        .iter()
+        .any(|f| f.rule == "linkage/undeclared-dlopen"
+            && f.message.contains("which Requires-Dist names")));
+}

@@ -200,6 +200,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 });
             }
         }
+        undeclared_dlopen(artifact, policy, b, findings);
         for e in &elf.dlopen_errors {
             findings.push(finding(
                 "linkage/bad-dlopen-note",
@@ -208,6 +209,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 "write the note as the FDO ELF dlopen metadata JSON array",
             ));
         }
+        cxx_too_new(artifact, policy, b, elf, findings);
         if let (Some(have), Some((plat, max))) = (elf.max_glibc, &ceiling) {
             if have > *max {
                 findings.push(finding(
@@ -335,8 +337,44 @@ fn extra_only(
     }
 }
 
-/// The most restrictive glibc ceiling among the wheel's platform tags and --platform.
-fn glibc_ceiling(artifact: &Artifact, policy: &Policy) -> Option<(String, (u32, u32))> {
+/// GLIBCXX / CXXABI symbol versions newer than the libstdc++ the platform tags guarantee, as
+/// auditwheel's manylinux policies list them (platform::cxx_ceiling).
+fn cxx_too_new(
+    artifact: &Artifact,
+    policy: &Policy,
+    b: &Binary,
+    elf: &crate::facts::ElfFacts,
+    findings: &mut Vec<Finding>,
+) {
+    let Some((plat, (max_cxx, max_abi))) = platforms(artifact, policy)
+        .into_iter()
+        .filter_map(|p| platform::cxx_ceiling(&p).map(|c| (p, c)))
+        .min_by_key(|(_, (cxx, _))| crate::elf::version_key(cxx))
+    else {
+        return;
+    };
+    let newer = |have: &Option<String>, max: &str| {
+        have.as_deref()
+            .filter(|h| crate::elf::version_key(h) > crate::elf::version_key(max))
+            .map(str::to_string)
+    };
+    for (what, have, max) in [
+        ("GLIBCXX", newer(&elf.max_glibcxx, max_cxx), max_cxx),
+        ("CXXABI", newer(&elf.max_cxxabi, max_abi), max_abi),
+    ] {
+        if let Some(have) = have {
+            findings.push(finding(
+                "tags/cxx-abi-too-new",
+                &b.path,
+                format!("needs {what}_{have}, but platform {plat} guarantees libstdc++ only up to {what}_{max} (auditwheel's manylinux policy)"),
+                "build with an older GCC's libstdc++ (the manylinux container of that tag), link libstdc++ statically, or claim a newer manylinux tag",
+            ));
+        }
+    }
+}
+
+/// The platform tags that apply: the wheel's own (WHEEL and file name) and --platform.
+fn platforms(artifact: &Artifact, policy: &Policy) -> Vec<String> {
     let mut platforms: Vec<String> = Vec::new();
     if let Some(w) = &artifact.wheel {
         platforms.extend(w.tags.iter().map(|t| platform::platform_of(t).to_string()));
@@ -346,6 +384,11 @@ fn glibc_ceiling(artifact: &Artifact, policy: &Policy) -> Option<(String, (u32, 
     }
     platforms.extend(policy.platform.clone());
     platforms
+}
+
+/// The most restrictive glibc ceiling among the wheel's platform tags and --platform.
+fn glibc_ceiling(artifact: &Artifact, policy: &Policy) -> Option<(String, (u32, u32))> {
+    platforms(artifact, policy)
         .into_iter()
         .filter_map(|p| platform::glibc_ceiling(&p).map(|c| (p, c)))
         .min_by_key(|(_, c)| *c)
@@ -372,6 +415,64 @@ fn bundled_driver(artifact: &Artifact, findings: &mut Vec<Finding>) {
                 "remove it from the wheel (auditwheel repair --exclude libcuda.so.1); the driver provides it",
             ));
         }
+    }
+}
+
+/// The runtime wheels that ship `soname`, with their library directory: kiln's pins first,
+/// then the maintained table of NVIDIA layouts.
+fn providers_of(policy: &Policy, soname: &str) -> Vec<(String, String)> {
+    let mut providers: Vec<(String, String)> = Vec::new();
+    for lib in policy.runtime.values() {
+        if lib.sonames.iter().any(|s| s == soname) {
+            providers.push((
+                kiln_wheel::metadata::normalize_name(&lib.wheel),
+                lib.lib_dir.clone(),
+            ));
+        }
+    }
+    for layout in nvidia_wheels::layouts_for(soname) {
+        for w in layout.wheels {
+            providers.push((w.to_string(), layout.lib_dir.to_string()));
+        }
+    }
+    providers
+}
+
+/// Sonames named in read-only data that neither NEEDED nor `.note.dlopen` declares: what the
+/// binary may `dlopen` by name. Reported (info) when a known runtime wheel ships them, with
+/// whether Requires-Dist names it.
+fn undeclared_dlopen(
+    artifact: &Artifact,
+    policy: &Policy,
+    b: &Binary,
+    findings: &mut Vec<Finding>,
+) {
+    let Some(elf) = &b.elf else { return };
+    for s in &elf.rodata_sonames {
+        let declared = elf.needed.contains(s) || elf.dlopen.iter().any(|f| f.soname.contains(s));
+        if declared || elf.soname.as_deref() == Some(s.as_str()) {
+            continue;
+        }
+        let providers = providers_of(policy, s);
+        let Some((wheel, _)) = providers.first() else {
+            continue;
+        };
+        let required = artifact.wheel.as_ref().map(|m| {
+            m.requires_dist
+                .iter()
+                .any(|r| providers.iter().any(|(w, _)| *w == r.name))
+        });
+        let status = match required {
+            Some(true) => "which Requires-Dist names",
+            Some(false) => "which Requires-Dist does not name",
+            None => "a runtime wheel",
+        };
+        findings.push(finding(
+            "linkage/undeclared-dlopen",
+            &b.path,
+            format!("names {s} in its read-only data but neither NEEDS it nor lists it in .note.dlopen: it may dlopen it; {wheel} ships it ({status})"),
+            "declare it in a .note.dlopen note (FDO ELF dlopen metadata) so tools can see the dependency, and require the wheel when it is not optional",
+        ));
     }
 }
 
@@ -413,20 +514,7 @@ fn resolve(
         return Via::Python;
     }
     // 3. a runtime wheel: kiln's pins first, then the maintained table of NVIDIA layouts
-    let mut providers: Vec<(String, String)> = Vec::new();
-    for lib in policy.runtime.values() {
-        if lib.sonames.iter().any(|s| s == soname) {
-            providers.push((
-                kiln_wheel::metadata::normalize_name(&lib.wheel),
-                lib.lib_dir.clone(),
-            ));
-        }
-    }
-    for layout in nvidia_wheels::layouts_for(soname) {
-        for w in layout.wheels {
-            providers.push((w.to_string(), layout.lib_dir.to_string()));
-        }
-    }
+    let providers = providers_of(policy, soname);
     // A directory (site-packages) may hold the provider wheel itself.
     let installed = || {
         let (w, dir) = providers
