@@ -589,7 +589,7 @@ mod tests {
             whole,
         };
         let mut out = Vec::new();
-        render_reach(&mut out, &reach).unwrap();
+        render_reach(&mut out, &reach, &HashMap::new()).unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
         assert_eq!(lines.len(), 1 + 1 + gens.len() + 6 + 1, "{text}");
