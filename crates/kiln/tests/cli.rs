@@ -63,10 +63,13 @@ fn require_gpus_on_a_binary_without_device_code_fails_with_its_rule() {
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["policy"]["require_gpus"], serde_json::json!(["9.0"]));
+    // Errors and warnings only: kiln's own tables of sonames (in its .rodata) are reported as
+    // possible dlopens, at info.
     let rules: Vec<&str> = v["findings"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|f| f["severity"] != "info")
         .filter_map(|f| f["rule"].as_str())
         .collect();
     assert_eq!(rules, ["reach/required-gpu"]);
