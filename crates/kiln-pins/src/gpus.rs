@@ -9,8 +9,12 @@
 //! cuRANDDx 0.2.1 and nvCOMPDx 0.1.1 release notes, docs.nvidia.com/cuda/curanddx/release_notes.html:
 //! "Thor SM renaming from sm_101 to sm_110 starting from CUDA 13.0; for CUDA 12.9 and older
 //! releases Thor stays labeled as sm_101"; cuRANDDx 0.2.0 lists SM100, SM101, SM103, SM120 and
-//! SM121 as the Blackwell architectures). The other rows are not yet checked against the
-//! compute-capability page from here.
+//! SM121 as the Blackwell architectures). Checked against developer.nvidia.com/cuda-gpus (read
+//! 2026-12-01 through the docs index): 12.1 GB10 (DGX Spark); 12.0 RTX PRO 6000 Blackwell,
+//! GeForce RTX 50xx; 11.0 Jetson T5000/T4000 (Thor); 10.3 GB300, B300; 10.0 GB200, B200; 9.0
+//! GH200, H200, H100; 8.9 L4, L40, L40S, RTX 6000 Ada, GeForce RTX 40xx; 8.7 Jetson AGX Orin,
+//! Orin NX, Orin Nano; 8.6 A40, A10, RTX A6000, GeForce RTX 30xx. Not checked from here: the
+//! 8.0 and 7.5 rows' products and every row's `introduced_in` other than Thor's.
 
 /// One GPU generation (one compute capability).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +64,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         major: 8,
         minor: 7,
         architecture: "Ampere",
-        products: "Jetson AGX Orin, Orin Nano",
+        products: "Jetson AGX Orin, Orin NX, Orin Nano",
         introduced_in: (11, 4),
     },
     GpuGeneration {
@@ -95,7 +99,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         major: 11,
         minor: 0,
         architecture: "Blackwell",
-        products: "Jetson Thor",
+        products: "Jetson Thor (T5000, T4000)",
         introduced_in: (13, 0),
     },
     GpuGeneration {
@@ -134,7 +138,7 @@ mod tests {
             let arch = crate::ArchMatrix::parse(&[g.capability()]);
             assert!(arch.is_ok(), "{} is not a known capability", g.capability());
         }
-        assert_eq!(gpu_generation(11, 0).unwrap().products, "Jetson Thor");
+        assert_eq!(gpu_generation(11, 0).unwrap().products, "Jetson Thor (T5000, T4000)");
         assert!(gpu_generation(10, 1).is_none(), "sm_101 became sm_110");
     }
 }
