@@ -138,7 +138,10 @@ mod tests {
             let arch = crate::ArchMatrix::parse(&[g.capability()]);
             assert!(arch.is_ok(), "{} is not a known capability", g.capability());
         }
-        assert_eq!(gpu_generation(11, 0).unwrap().products, "Jetson Thor (T5000, T4000)");
+        assert_eq!(
+            gpu_generation(11, 0).unwrap().products,
+            "Jetson Thor (T5000, T4000)"
+        );
         assert!(gpu_generation(10, 1).is_none(), "sm_101 became sm_110");
     }
 }
