@@ -26,6 +26,7 @@ fuzz_target!(|data: &[u8]| {
         min_driver: Some(580),
         platform: Some("manylinux_2_28_x86_64".into()),
         runtime: Default::default(),
+        require_gpus: Some(kiln_audit::parse_gpu_list("8.0,9.0,12.0").unwrap()),
     };
     let report = kiln_audit::evaluate(std::path::Path::new("x.whl"), artifact, &policy);
     oracle.check(Some(&report));
