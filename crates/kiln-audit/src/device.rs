@@ -158,9 +158,10 @@ fn decompression_budget(section_len: usize) -> u64 {
 }
 
 /// Inflated bytes held at once by all threads together: past it, a thread waits for others to
-/// finish their entries (one entry alone always proceeds). Two NCCL cubins of ~65 MB inflating
-/// side by side were most of its peak RSS; this keeps the audit's memory independent of the
-/// core count.
+/// finish their entries (one entry alone always proceeds). NCCL 2.30.7's four 98–130 MB cubins
+/// inflating two at a time were most of its 238 MB peak; decoded one at a time it peaks at
+/// ~165 MB and takes ~0.3 s longer. This keeps the audit's memory independent of the core
+/// count.
 const IN_FLIGHT_LIMIT: u64 = 96 << 20;
 
 static IN_FLIGHT: InFlight = InFlight {
@@ -213,7 +214,8 @@ pub fn read(section: &[u8], list_kernels: bool) -> Result<DeviceCode, String> {
 pub fn read_with(section: &[u8], list_kernels: bool, mapped: bool) -> Result<DeviceCode, String> {
     let containers = container::parse(section).map_err(|e| e.to_string())?;
     // Parsing touched a page (and the kernel maps its neighbours) per entry header across the
-    // whole section: hand them back before the payloads are read group by group.
+    // whole section: hand them back before the payloads are read (most of the 115 MB that stayed
+    // resident on cuDNN); each entry's own pages go back once it is read.
     crate::spill::release(section, mapped);
     let budget = AtomicU64::new(decompression_budget(section.len()));
     Ok(DeviceCode {
@@ -234,48 +236,16 @@ fn entries_of(
         .enumerate()
         .flat_map(|(i, c)| c.entries.iter().map(move |e| (first_index + i, e)))
         .collect();
-    if !mapped {
-        return flat
-            .par_iter()
-            .map(|(i, e)| entry_facts(*i, e, list_kernels, budget))
-            .collect();
-    }
-    // A mapped member: consecutive groups of about RELEASE_SPAN payload bytes, each read in
-    // parallel and then handed back whole. Releasing entry by entry left the pages the
-    // kernel maps around each fault (neighbours' bytes) resident: 115 MB on cuDNN.
-    let mut out = Vec::with_capacity(flat.len());
-    let mut start = 0;
-    while start < flat.len() {
-        let mut end = start;
-        let mut bytes = 0;
-        while end < flat.len() && (end == start || bytes < RELEASE_SPAN) {
-            bytes += flat[end].1.payload.len();
-            end += 1;
-        }
-        let group = &flat[start..end];
-        out.par_extend(
-            group
-                .par_iter()
-                .map(|(i, e)| entry_facts(*i, e, list_kernels, budget)),
-        );
-        for (_, e) in group {
-            crate::spill::release(e.payload, true);
-        }
-        let first = group[0].1.payload.as_ptr() as usize;
-        let last = group[group.len() - 1].1.payload;
-        let span_end = last.as_ptr() as usize + last.len();
-        if span_end > first {
-            // SAFETY: both ends lie in the same mapped section; the span covers the entries'
-            // headers and payloads between them.
-            let span = unsafe { std::slice::from_raw_parts(first as *const u8, span_end - first) };
-            crate::spill::release(span, true);
-        }
-        start = end;
-    }
-    out
+    flat.par_iter()
+        .map(|(i, e)| {
+            let facts = entry_facts(*i, e, list_kernels, budget);
+            crate::spill::release(e.payload, mapped);
+            facts
+        })
+        .collect()
 }
 
-/// Payload bytes read before a mapped section's pages are handed back.
+/// Bytes a scan of a mapped section covers before handing the pages behind it back.
 const RELEASE_SPAN: usize = 16 << 20;
 
 /// Most device-code images taken from one data section (a hostile section could hold a
