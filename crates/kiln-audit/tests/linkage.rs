@@ -47,7 +47,12 @@ fn library(dir: &Path, sonames: &[&str], rpath: Option<&str>) -> Vec<u8> {
 }
 
 fn wheel(dir: &Path, lib: &[u8], requires: &[&str]) -> PathBuf {
-    let path = dir.join("demo-1.0-cp39-abi3-manylinux_2_17_x86_64.whl");
+    tagged_wheel(dir, lib, requires, "manylinux_2_17_x86_64")
+}
+
+/// `demo-1.0-cp39-abi3-<platform>.whl` holding `lib` as `demo/_ext.abi3.so`.
+fn tagged_wheel(dir: &Path, lib: &[u8], requires: &[&str], platform: &str) -> PathBuf {
+    let path = dir.join(format!("demo-1.0-cp39-abi3-{platform}.whl"));
     let mut w = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
     let opts = zip::write::SimpleFileOptions::default();
     let meta: String =
@@ -59,7 +64,7 @@ fn wheel(dir: &Path, lib: &[u8], requires: &[&str]) -> PathBuf {
         ("demo-1.0.dist-info/METADATA", meta.into_bytes()),
         (
             "demo-1.0.dist-info/WHEEL",
-            b"Wheel-Version: 1.0\nTag: cp39-abi3-manylinux_2_17_x86_64\n".to_vec(),
+            format!("Wheel-Version: 1.0\nTag: cp39-abi3-{platform}\n").into_bytes(),
         ),
     ] {
         w.start_file(name, opts).unwrap();
@@ -189,27 +194,7 @@ fn libstdcxx_symbol_versions_are_held_to_the_platform_tag() {
         String::from_utf8_lossy(&out.stderr)
     );
     let lib = std::fs::read(d.join("s.so")).unwrap();
-    let tagged = |tag: &str| {
-        let path = d.join(format!("demo-1.0-cp39-abi3-{tag}.whl"));
-        let mut w = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-        let opts = zip::write::SimpleFileOptions::default();
-        for (name, data) in [
-            ("demo/_ext.abi3.so", lib.clone()),
-            (
-                "demo-1.0.dist-info/METADATA",
-                b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n".to_vec(),
-            ),
-            (
-                "demo-1.0.dist-info/WHEEL",
-                format!("Wheel-Version: 1.0\nTag: cp39-abi3-{tag}\n").into_bytes(),
-            ),
-        ] {
-            w.start_file(name, opts).unwrap();
-            w.write_all(&data).unwrap();
-        }
-        w.finish().unwrap();
-        audit(&path)
-    };
+    let tagged = |tag: &str| audit(&tagged_wheel(d, &lib, &[], tag));
     let r = tagged("manylinux2014_x86_64");
     let f: Vec<_> = r
         .findings

@@ -263,17 +263,7 @@ fn runpath_into_other_wheels(
     let (Some(meta), Some(elf)) = (&artifact.wheel, &b.elf) else {
         return;
     };
-    let origin = b.path.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
-    for entry in elf.runpath.iter().chain(&elf.rpath) {
-        let Some(rel) = entry
-            .strip_prefix("$ORIGIN")
-            .or_else(|| entry.strip_prefix("${ORIGIN}"))
-        else {
-            continue;
-        };
-        let Some(dir) = runpath::normalize(&format!("{origin}/{rel}")) else {
-            continue;
-        };
+    for (entry, dir) in runpath::origin_dirs(&b.path, elf) {
         // The wheel's own files are there: it is a bundled directory, not another wheel's.
         let prefix = format!("{dir}/");
         if artifact.files.iter().any(|f| f.starts_with(&prefix)) {
