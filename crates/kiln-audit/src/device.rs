@@ -389,12 +389,6 @@ fn raw_cubin_facts(index: usize, offset: usize, image: &[u8], list_kernels: bool
     finish(facts)
 }
 
-/// `__nv_relfatbin`: relocatable device code for a later device link, never loaded. Read like
-/// `.nv_fatbin`, reported apart, counted for nothing.
-pub fn read_relocatable(section: &[u8], list_kernels: bool) -> Result<DeviceCode, String> {
-    read(section, list_kernels)
-}
-
 fn entry_facts(
     container: usize,
     e: &container::Entry,

@@ -184,7 +184,9 @@ fn analyse_with(path: &str, bytes: &[u8], opts: &Options, mapped: bool) -> Binar
                 }
             }
             if let Some(range) = facts.relfatbin.clone() {
-                b.relocatable = device::read_relocatable(&bytes[range], opts.list_kernels).ok();
+                // Relocatable device code has the .nv_fatbin layout; reported apart, counted
+                // for nothing.
+                b.relocatable = device::read(&bytes[range], opts.list_kernels).ok();
             }
             b.elf = Some(facts);
         }
