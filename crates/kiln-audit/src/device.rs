@@ -195,6 +195,10 @@ impl Drop for Room {
     }
 }
 
+/// Compressed cubins larger than this are read sparse (kiln_fatbin::sparse); smaller ones are
+/// decoded whole into the thread's reused buffer, which is cheaper.
+const SPARSE_FROM: u64 = 8 << 20;
+
 /// Takes `n` bytes from the budget; false (nothing taken) when fewer are left.
 fn take(budget: &AtomicU64, n: u64) -> bool {
     budget
@@ -452,6 +456,14 @@ fn entry_facts(
         );
         return finish(facts);
     }
+    if e.kind == container::EntryKind::Elf
+        && e.compression == container::Compression::Zstd
+        && e.decompressed_size > SPARSE_FROM
+    {
+        if let Some(sparse) = sparse_cubin_facts(e, &facts) {
+            return finish(sparse);
+        }
+    }
     thread_local! {
         // One decompression buffer per worker thread, reused across entries.
         static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -474,33 +486,7 @@ fn entry_facts(
 
 fn read_payload(e: &container::Entry, payload: &[u8], facts: &mut EntryFacts) {
     match e.kind {
-        container::EntryKind::Elf => {
-            match kiln_fatbin::cubin::sm(payload) {
-                Ok(sm) if sm != e.sm => {
-                    facts.label_mismatch = Some(format!(
-                        "the entry header says sm_{}, the cubin's own ELF header says sm_{sm}",
-                        e.sm
-                    ))
-                }
-                Ok(_) => {}
-                Err(err) => facts.error = Some(err.to_string()),
-            }
-            // The variant is only in the toolkit note; a cubin without one proves its SM alone.
-            if let Some((sm, variant)) = kiln_fatbin::cubin::toolkit_target(payload) {
-                if facts.label_mismatch.is_none() && (sm, variant) != (e.sm, e.variant) {
-                    facts.label_mismatch = Some(format!(
-                        "the entry header says sm_{}{}, the cubin's toolkit note says it was compiled for sm_{sm}{}",
-                        e.sm,
-                        e.variant.suffix(),
-                        variant.suffix()
-                    ))
-                }
-            }
-            match kiln_fatbin::cubin::kernels(payload) {
-                Ok(k) => facts.kernels = k,
-                Err(err) => facts.error = Some(err.to_string()),
-            }
-        }
+        container::EntryKind::Elf => read_cubin(e, payload, facts),
         container::EntryKind::Ptx => match kiln_fatbin::ptx::parse_bytes(payload) {
             Ok(info) => {
                 facts.ptx_isa_num = Some(info.isa);
@@ -521,6 +507,46 @@ fn read_payload(e: &container::Entry, payload: &[u8], facts: &mut EntryFacts) {
         },
         container::EntryKind::Other(_) => {}
     }
+}
+
+/// A cubin's own target and kernels, from the whole cubin or a sparse one.
+fn read_cubin<'d, R: object::ReadRef<'d>>(e: &container::Entry, cubin: R, facts: &mut EntryFacts) {
+    match kiln_fatbin::cubin::sm(cubin) {
+        Ok(sm) if sm != e.sm => {
+            facts.label_mismatch = Some(format!(
+                "the entry header says sm_{}, the cubin's own ELF header says sm_{sm}",
+                e.sm
+            ))
+        }
+        Ok(_) => {}
+        Err(err) => facts.error = Some(err.to_string()),
+    }
+    // The variant is only in the toolkit note; a cubin without one proves its SM alone.
+    if let Some((sm, variant)) = kiln_fatbin::cubin::toolkit_target(cubin) {
+        if facts.label_mismatch.is_none() && (sm, variant) != (e.sm, e.variant) {
+            facts.label_mismatch = Some(format!(
+                "the entry header says sm_{}{}, the cubin's toolkit note says it was compiled for sm_{sm}{}",
+                e.sm,
+                e.variant.suffix(),
+                variant.suffix()
+            ))
+        }
+    }
+    match kiln_fatbin::cubin::kernels(cubin) {
+        Ok(k) => facts.kernels = k,
+        Err(err) => facts.error = Some(err.to_string()),
+    }
+}
+
+/// A large zstd cubin read from a stream that keeps only its ELF tables (kiln_fatbin::sparse),
+/// so that several decode side by side in bounded memory. None when the stream is not one clean
+/// frame or a read needed bytes that were not kept: the whole decode then gives the answer.
+fn sparse_cubin_facts(e: &container::Entry, facts: &EntryFacts) -> Option<EntryFacts> {
+    let _room = IN_FLIGHT.reserve(kiln_fatbin::sparse::FOOTPRINT);
+    let cubin = kiln_fatbin::sparse::SparseCubin::from_zstd(e.payload, e.decompressed_size)?;
+    let mut sparse = facts.clone();
+    read_cubin(e, &cubin, &mut sparse);
+    (!cubin.missed()).then_some(sparse)
 }
 
 fn finish(mut f: EntryFacts) -> EntryFacts {

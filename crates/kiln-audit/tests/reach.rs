@@ -407,3 +407,79 @@ fn family_and_arch_specific_ptx_stay_in_their_family_and_arch() {
         assert_eq!(path(&r, g).0, ReachPath::None, "{g}");
     }
 }
+
+/// A large cubin is read from a stream that keeps only its ELF tables (kiln_fatbin::sparse).
+/// On nvcc's own layout (tables first, section headers last), a sparse read either gives the
+/// whole cubin's answer or reports that it missed bytes: never a different answer. Swept over
+/// how much of the start is kept, from the ELF header alone to the whole cubin.
+#[test]
+fn sparse_reads_of_an_nvcc_cubin_answer_as_the_whole_cubin_or_miss() {
+    use kiln_fatbin::{cubin, sparse::SparseCubin};
+    use object::{Object, ObjectSection};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = d.join("many.cu");
+    let kernels: String = (0..40)
+        .map(|i| {
+            format!("extern \"C\" __global__ void k{i}(float *a) {{ a[threadIdx.x] *= {i}.0f; }}\n")
+        })
+        .collect();
+    std::fs::write(&src, kernels).unwrap();
+    let out = d.join("many.cubin");
+    run(Command::new(nvcc())
+        .args(["-cubin", "-arch=sm_90a", "-o"])
+        .arg(&out)
+        .arg(&src));
+    let bytes = std::fs::read(&out).unwrap();
+    let whole = (
+        cubin::sm(bytes.as_slice()).unwrap(),
+        cubin::toolkit_target(bytes.as_slice()),
+        cubin::kernels(bytes.as_slice()).unwrap(),
+    );
+    assert_eq!(whole.2.len(), 40);
+    assert_eq!(whole.1, Some((90, kiln_pins::Variant::ArchSpecific)));
+    let file = object::File::parse(bytes.as_slice()).unwrap();
+    let tables_end = file
+        .sections()
+        .filter(|s| {
+            let n = s.name().unwrap_or("");
+            n == ".symtab" || n.ends_with("strtab") || n.starts_with(".note")
+        })
+        .filter_map(|s| s.file_range())
+        .map(|(o, n)| (o + n) as usize)
+        .max()
+        .unwrap();
+    let shoff = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    assert!(
+        tables_end < shoff,
+        "nvcc writes its tables before the section headers"
+    );
+    let z = zstd::bulk::compress(&bytes, 19).unwrap();
+    let mut answered = Vec::new();
+    let mut prefixes = vec![64, tables_end - 1, tables_end, bytes.len()];
+    prefixes.extend((1..16).map(|i| tables_end * i / 16));
+    for prefix in prefixes {
+        let s = SparseCubin::from_zstd_keeping(&z, bytes.len() as u64, prefix).unwrap();
+        let got = (
+            cubin::sm(&s).unwrap(),
+            cubin::toolkit_target(&s),
+            cubin::kernels(&s).unwrap_or_default(),
+        );
+        if s.missed() {
+            assert!(
+                prefix < tables_end,
+                "prefix {prefix} holds every table and still missed"
+            );
+        } else {
+            assert_eq!(
+                got, whole,
+                "prefix {prefix}: an answer that is not the whole cubin's"
+            );
+            answered.push(prefix);
+        }
+    }
+    assert!(
+        answered.contains(&tables_end) && !answered.contains(&64),
+        "{answered:?}"
+    );
+}

@@ -66,7 +66,8 @@ pub fn add_output(
             target,
             kind: target.kind,
             ptx_isa: None,
-            kernels: kiln_fatbin::cubin::kernels(&bytes).map_err(|e| bad(e.to_string()))?,
+            kernels: kiln_fatbin::cubin::kernels(bytes.as_slice())
+                .map_err(|e| bad(e.to_string()))?,
         },
         TargetKind::Ptx => {
             let text = String::from_utf8(bytes).map_err(|_| bad("PTX is not UTF-8".into()))?;

@@ -1,7 +1,7 @@
 //! A cubin is an ELF file whose kernel entry points are FUNC symbols marked STO_CUDA_ENTRY.
 
 use object::read::elf::{ElfFile64, FileHeader, Sym};
-use object::{Object, ObjectSection, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSymbol, ReadRef};
 
 use crate::{Error, Result};
 
@@ -15,10 +15,10 @@ const EM_CUDA: u16 = 190;
 /// 0x06007802 — the SM in bits 8..16. Older cubins (ABI version < 8, CUDA <= 12) keep it in
 /// bits 0..8 (LLVM's `EF_CUDA_SM` mask 0xff; sm_80 is 0x500550). The `a`/`f` variant is not in
 /// `e_flags` (sm_90 and sm_90a cubins carry the same value).
-pub fn sm(bytes: &[u8]) -> Result<u32> {
+pub fn sm<'d, R: ReadRef<'d>>(bytes: R) -> Result<u32> {
     let header = bytes
-        .get(..64)
-        .ok_or_else(|| Error::Cubin("shorter than an ELF header".into()))?;
+        .read_bytes_at(0, 64)
+        .map_err(|()| Error::Cubin("shorter than an ELF header".into()))?;
     if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
         return Err(Error::Cubin("not a 64-bit little-endian ELF".into()));
     }
@@ -36,10 +36,12 @@ pub fn sm(bytes: &[u8]) -> Result<u32> {
     })
 }
 
-/// Kernel entry symbols (mangled names as the driver looks them up), sorted.
-pub fn kernels(bytes: &[u8]) -> Result<Vec<String>> {
-    let file =
-        ElfFile64::<object::Endianness>::parse(bytes).map_err(|e| Error::Cubin(e.to_string()))?;
+/// Kernel entry symbols (mangled names as the driver looks them up), sorted. `bytes` is the
+/// cubin, whole or as a [`crate::sparse::SparseCubin`].
+pub fn kernels<'d, R: ReadRef<'d>>(bytes: R) -> Result<Vec<String>> {
+    let size = bytes.len().unwrap_or(0);
+    let file = ElfFile64::<object::Endianness, R>::parse(bytes)
+        .map_err(|e| Error::Cubin(e.to_string()))?;
     let endian = file.endian();
     if file.elf_header().e_machine(endian) != EM_CUDA {
         return Err(Error::Cubin(format!(
@@ -59,12 +61,11 @@ pub fn kernels(bytes: &[u8]) -> Result<Vec<String>> {
             names.insert(name);
         }
     }
-    let total: usize = names.iter().map(|n| n.len()).sum();
-    if total > bytes.len() {
+    let total: u64 = names.iter().map(|n| n.len() as u64).sum();
+    if total > size {
         return Err(Error::Cubin(format!(
-            "{} kernel names of {total} bytes together, more than the cubin's {} bytes (names sharing string-table bytes)",
+            "{} kernel names of {total} bytes together, more than the cubin's {size} bytes (names sharing string-table bytes)",
             names.len(),
-            bytes.len()
         )));
     }
     Ok(names.into_iter().map(str::to_string).collect())
@@ -78,8 +79,8 @@ pub fn kernels(bytes: &[u8]) -> Result<Vec<String>> {
 /// nvasm_internal cubins "-arch SM80 -novliw". None when there is no such note or no `-arch`
 /// this reader understands: the driver ignores the note, so a cubin without a readable one
 /// proves its SM (from `e_flags`) and not its variant.
-pub fn toolkit_target(bytes: &[u8]) -> Option<(u32, kiln_pins::Variant)> {
-    let file = ElfFile64::<object::Endianness>::parse(bytes).ok()?;
+pub fn toolkit_target<'d, R: ReadRef<'d>>(bytes: R) -> Option<(u32, kiln_pins::Variant)> {
+    let file = ElfFile64::<object::Endianness, R>::parse(bytes).ok()?;
     let data = file.section_by_name(".note.nv.tkinfo")?.data().ok()?;
     let word = |at: usize| {
         let w = data.get(at..at.checked_add(4)?)?;
@@ -137,13 +138,17 @@ mod tests {
             (0x0600_6402, 100),
             (0x0600_7802, 120),
         ] {
-            assert_eq!(super::sm(&header(8, flags)).unwrap(), sm, "{flags:#x}");
+            assert_eq!(
+                super::sm(header(8, flags).as_slice()).unwrap(),
+                sm,
+                "{flags:#x}"
+            );
         }
         // CUDA <= 12 (ABI version 7): EF_CUDA_SM in the low byte; sm_80 is 0x500550.
-        assert_eq!(super::sm(&header(7, 0x0050_0550)).unwrap(), 80);
+        assert_eq!(super::sm(header(7, 0x0050_0550).as_slice()).unwrap(), 80);
         let mut not_cuda = header(8, 0x0600_5004);
         not_cuda[18] = 62;
-        assert!(super::sm(&not_cuda).is_err());
+        assert!(super::sm(not_cuda.as_slice()).is_err());
         assert!(super::sm(&header(8, 0)[..40]).is_err());
     }
 }

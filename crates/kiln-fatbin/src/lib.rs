@@ -3,10 +3,12 @@
 //! - [`container`]: fatbin containers and their entries (cubin / PTX, LZ4 / zstd payloads).
 //! - [`cubin`]: one cubin (a CUDA ELF): its kernel entry points and target arch.
 //! - [`ptx`]: PTX text: `.version` (ISA), `.target` and `.entry` kernels.
+//! - [`sparse`]: a large compressed cubin decoded keeping only its ELF tables.
 
 pub mod container;
 pub mod cubin;
 pub mod ptx;
+pub mod sparse;
 
 /// Why device code could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
