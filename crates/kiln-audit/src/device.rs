@@ -216,6 +216,38 @@ pub fn read(section: &[u8], list_kernels: bool) -> Result<DeviceCode, String> {
 /// [`read`]; `mapped`: the section lies in a spilled member's mapping, and each entry's pages
 /// are handed back once it is read.
 pub fn read_with(section: &[u8], list_kernels: bool, mapped: bool) -> Result<DeviceCode, String> {
+    read_to(section, Depth::listing(list_kernels), mapped)
+}
+
+/// Reads `__nv_relfatbin`: each entry's header only. Relocatable device code is input for a
+/// device link that the driver never loads, so its payloads prove nothing; decoding them was
+/// NCCL 2.30.7's second-largest cost (a 127 MB section).
+pub fn read_relocatable(section: &[u8], mapped: bool) -> Result<DeviceCode, String> {
+    read_to(section, Depth::Headers, mapped)
+}
+
+/// How far each entry is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Depth {
+    /// The entry header: kind, target, sizes, the PTX ISA the header states.
+    Headers,
+    /// PTX text too (its ISA and `.target` are checked against the header); cubins by header.
+    Ptx,
+    /// Every payload: cubins' own ELF headers, notes and kernels, PTX `.entry` names.
+    Kernels,
+}
+
+impl Depth {
+    fn listing(list_kernels: bool) -> Depth {
+        if list_kernels {
+            Depth::Kernels
+        } else {
+            Depth::Ptx
+        }
+    }
+}
+
+fn read_to(section: &[u8], depth: Depth, mapped: bool) -> Result<DeviceCode, String> {
     let containers = container::parse(section).map_err(|e| e.to_string())?;
     // Parsing touched a page (and the kernel maps its neighbours) per entry header across the
     // whole section: hand them back before the payloads are read (most of the 115 MB that stayed
@@ -224,14 +256,14 @@ pub fn read_with(section: &[u8], list_kernels: bool, mapped: bool) -> Result<Dev
     let budget = AtomicU64::new(decompression_budget(section.len()));
     Ok(DeviceCode {
         containers: containers.len(),
-        entries: entries_of(&containers, 0, list_kernels, &budget, mapped),
+        entries: entries_of(&containers, 0, depth, &budget, mapped),
     })
 }
 
 fn entries_of(
     containers: &[container::Container],
     first_index: usize,
-    list_kernels: bool,
+    depth: Depth,
     budget: &AtomicU64,
     mapped: bool,
 ) -> Vec<EntryFacts> {
@@ -242,7 +274,7 @@ fn entries_of(
         .collect();
     flat.par_iter()
         .map(|(i, e)| {
-            let facts = entry_facts(*i, e, list_kernels, budget);
+            let facts = entry_facts(*i, e, depth, budget);
             crate::spill::release(e.payload, mapped);
             facts
         })
@@ -327,7 +359,13 @@ pub fn scan(
         }
     }
     crate::spill::release(section, mapped);
-    let mut entries = entries_of(&containers, first_index, list_kernels, &budget, mapped);
+    let mut entries = entries_of(
+        &containers,
+        first_index,
+        Depth::listing(list_kernels),
+        &budget,
+        mapped,
+    );
     let raw_index = first_index + containers.len();
     entries.extend(cubins.iter().enumerate().map(|(i, (o, image))| {
         let facts = raw_cubin_facts(raw_index + i, *o, image, list_kernels);
@@ -396,7 +434,7 @@ fn raw_cubin_facts(index: usize, offset: usize, image: &[u8], list_kernels: bool
 fn entry_facts(
     container: usize,
     e: &container::Entry,
-    list_kernels: bool,
+    depth: Depth,
     budget: &AtomicU64,
 ) -> EntryFacts {
     let mut facts = EntryFacts {
@@ -442,7 +480,11 @@ fn entry_facts(
         let (major, minor) = e.version;
         facts.ptx_isa_num = Some((major as u32, minor as u32));
     }
-    let needs_payload = list_kernels || e.kind == container::EntryKind::Ptx;
+    let needs_payload = match depth {
+        Depth::Headers => false,
+        Depth::Ptx => e.kind == container::EntryKind::Ptx,
+        Depth::Kernels => true,
+    };
     if !needs_payload || matches!(e.kind, container::EntryKind::Other(_)) {
         return finish(facts);
     }

@@ -184,9 +184,10 @@ fn analyse_with(path: &str, bytes: &[u8], opts: &Options, mapped: bool) -> Binar
                 }
             }
             if let Some(range) = facts.relfatbin.clone() {
-                // Relocatable device code has the .nv_fatbin layout; reported apart, counted
-                // for nothing.
-                b.relocatable = device::read(&bytes[range], opts.list_kernels).ok();
+                // Relocatable device code has the .nv_fatbin layout; reported apart, from its
+                // entry headers, counted for nothing.
+                b.relocatable = device::read_relocatable(&bytes[range.clone()], mapped).ok();
+                spill::release(&bytes[range], mapped);
             }
             b.elf = Some(facts);
         }
