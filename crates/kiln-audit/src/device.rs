@@ -600,7 +600,7 @@ fn finish(mut f: EntryFacts) -> EntryFacts {
         f.kernels_demangled = f
             .kernels
             .iter()
-            .map(|k| crate::demangle::demangle(k))
+            .map(|k| crate::demangle::demangle_cached(k))
             .collect();
     }
     f
