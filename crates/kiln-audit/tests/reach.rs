@@ -487,3 +487,104 @@ fn sparse_reads_of_an_nvcc_cubin_answer_as_the_whole_cubin_or_miss() {
         "{answered:?}"
     );
 }
+
+/// The paths for large inputs give the facts of small ones: a library over the 32 MiB spill
+/// threshold (inflated into a mapped temporary file) whose `.nv_fatbin` holds a zstd cubin over
+/// the 8 MiB sparse threshold (read keeping only its ELF tables), in a wheel with its RECORD.
+#[test]
+fn a_large_library_with_a_large_cubin_gives_the_facts_of_a_small_one() {
+    use kiln_fatbin::container::{self, FLAG_COMPRESSED};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let small = std::fs::read(fatbin(d, "small", &["arch=compute_90,code=sm_90"])).unwrap();
+    let e = container::parse(&small).unwrap()[0]
+        .entries
+        .iter()
+        .find(|e| e.kind == container::EntryKind::Elf)
+        .cloned()
+        .unwrap();
+    let mut cubin = e.decompress().unwrap().into_owned();
+    let kernels = kiln_fatbin::cubin::kernels(cubin.as_slice()).unwrap();
+    assert_eq!(kernels, ["k_small"]);
+    // Bytes after an ELF's last table are read by nobody: 9 MiB of them make the cubin large
+    // without changing what it says.
+    cubin.resize(cubin.len() + (9 << 20), 0);
+    let z = zstd::bulk::compress(&cubin, 3).unwrap();
+    let at = e.offset;
+    let header_size = u32::from_le_bytes(small[at + 4..at + 8].try_into().unwrap()) as usize;
+    let mut header = small[at..at + header_size].to_vec();
+    let stored = z.len().next_multiple_of(8);
+    header[8..16].copy_from_slice(&(stored as u64).to_le_bytes());
+    header[16..20].copy_from_slice(&(z.len() as u32).to_le_bytes());
+    let flags = u64::from_le_bytes(header[40..48].try_into().unwrap()) | FLAG_COMPRESSED;
+    header[40..48].copy_from_slice(&flags.to_le_bytes());
+    header[56..64].copy_from_slice(&(cubin.len() as u64).to_le_bytes());
+    let mut big = container::MAGIC.to_le_bytes().to_vec();
+    big.extend_from_slice(&small[4..6]);
+    big.extend_from_slice(&16u16.to_le_bytes());
+    big.extend_from_slice(&((header.len() + stored) as u64).to_le_bytes());
+    big.extend_from_slice(&header);
+    big.extend_from_slice(&z);
+    big.resize(16 + header.len() + stored, 0);
+    std::fs::write(d.join("big.fatbin"), &big).unwrap();
+    let entry = &container::parse(&big).unwrap()[0].entries[0];
+    assert!(entry.decompressed_size > 8 << 20);
+    let sparse =
+        kiln_fatbin::sparse::SparseCubin::from_zstd(entry.payload, entry.decompressed_size)
+            .unwrap();
+    assert_eq!(kiln_fatbin::cubin::kernels(&sparse).unwrap(), kernels);
+    assert!(
+        !sparse.missed(),
+        "the sparse read answers without the fallback"
+    );
+
+    std::fs::write(d.join("pad.bin"), vec![0x5a; 40 << 20]).unwrap();
+    let lib = library_with(
+        d,
+        "big",
+        ".section .nv_fatbin,\"a\"\n.balign 8\n.incbin \"big.fatbin\"\n.section .pad_data,\"a\"\n.incbin \"pad.bin\"\n",
+    );
+    let so = std::fs::read(&lib).unwrap();
+    assert!(so.len() > 40 << 20);
+    let whl = d.join("demo-1.0-py3-none-manylinux_2_17_x86_64.whl");
+    let mut w = zip::ZipWriter::new(std::fs::File::create(&whl).unwrap());
+    let opts = zip::write::SimpleFileOptions::default();
+    let members = [
+        ("demo/libbig.so", so),
+        (
+            "demo-1.0.dist-info/METADATA",
+            b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n".to_vec(),
+        ),
+        (
+            "demo-1.0.dist-info/WHEEL",
+            b"Wheel-Version: 1.0\nTag: py3-none-manylinux_2_17_x86_64\n".to_vec(),
+        ),
+    ];
+    let mut record = String::new();
+    for (name, data) in &members {
+        let digest = kiln_wheel::record::MemberDigest::of(data);
+        record += &format!("{name},{},{}\n", digest.hash, digest.size);
+        w.start_file(*name, opts).unwrap();
+        w.write_all(data).unwrap();
+    }
+    record += "demo-1.0.dist-info/RECORD,,\n";
+    w.start_file("demo-1.0.dist-info/RECORD", opts).unwrap();
+    w.write_all(record.as_bytes()).unwrap();
+    w.finish().unwrap();
+
+    let r = audit(&whl, &Policy::default());
+    let broken: Vec<&str> = rules(&r)
+        .into_iter()
+        .filter(|rule| {
+            rule.starts_with("wheel/") || rule.starts_with("elf/") || rule.starts_with("fatbin/")
+        })
+        .collect();
+    assert!(broken.is_empty(), "{broken:?}");
+    let device = r.binaries[0].device.as_ref().expect("device code");
+    assert_eq!(device.entries.len(), 1);
+    let got = &device.entries[0];
+    assert_eq!(got.size, cubin.len() as u64);
+    assert_eq!(got.kernels, kernels);
+    assert_eq!((got.error.as_deref(), got.section.as_deref()), (None, None));
+}
