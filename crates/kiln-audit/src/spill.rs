@@ -15,14 +15,26 @@ pub struct Keeper {
     mem: Vec<u8>,
     file: Option<std::io::BufWriter<std::fs::File>>,
     len: u64,
+    /// Spill from the first byte: the member is declared larger than [`IN_MEMORY`], so
+    /// holding its first 32 MiB in memory only to copy them out would raise the peak.
+    spill_at_once: bool,
+    /// No temporary file could be made: everything stays in memory.
+    no_file: bool,
 }
 
+/// Bytes of a spilled member kept in memory for [`Keeper::head`].
+const HEAD: usize = 64;
+
 impl Keeper {
-    pub fn new() -> Keeper {
+    /// A keeper for a member declared to inflate to `declared` bytes (a claim: a member that
+    /// inflates to more is still spilled past [`IN_MEMORY`]).
+    pub fn for_size(declared: u64) -> Keeper {
         Keeper {
             mem: Vec::new(),
             file: None,
             len: 0,
+            spill_at_once: declared > IN_MEMORY as u64,
+            no_file: false,
         }
     }
 
@@ -40,21 +52,29 @@ impl Keeper {
         if let Some(f) = &mut self.file {
             return f.write_all(data);
         }
-        if self.mem.len() + data.len() <= IN_MEMORY {
+        let fits = !self.spill_at_once && self.mem.len() + data.len() <= IN_MEMORY;
+        if fits || self.no_file {
             self.mem.extend_from_slice(data);
             return Ok(());
         }
-        // Past the threshold: move what is held to a temporary file. Without one (no writable
-        // TMPDIR), keep going in memory: slower to bound, never a wrong verdict.
+        // Past the threshold: move what is held to a temporary file, keeping the first bytes for
+        // `head`. Without a file (no writable TMPDIR), keep going in memory: slower to bound,
+        // never a wrong verdict.
         match tempfile::tempfile() {
             Ok(f) => {
                 let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
                 w.write_all(&self.mem)?;
                 w.write_all(data)?;
-                self.mem = self.mem[..self.mem.len().min(64)].to_vec();
+                let mut head = std::mem::take(&mut self.mem);
+                head.extend_from_slice(&data[..data.len().min(HEAD)]);
+                head.truncate(HEAD);
+                self.mem = head;
                 self.file = Some(w);
             }
-            Err(_) => self.mem.extend_from_slice(data),
+            Err(_) => {
+                self.no_file = true;
+                self.mem.extend_from_slice(data);
+            }
         }
         Ok(())
     }
