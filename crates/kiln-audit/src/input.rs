@@ -607,13 +607,20 @@ fn fill(reader: &mut impl Read, chunk: &mut [u8]) -> std::io::Result<usize> {
 
 /// Reads `reader` to its end, handing each chunk to `consume` until it returns false.
 fn drain(reader: &mut impl Read, mut consume: impl FnMut(&[u8]) -> bool) -> std::io::Result<()> {
-    let mut chunk = vec![0u8; CHUNK];
-    loop {
-        let n = fill(reader, &mut chunk)?;
-        if n == 0 || !consume(&chunk[..n]) {
-            return Ok(());
-        }
+    thread_local! {
+        // One chunk per worker thread: a fresh 256 KiB buffer per member is mapped, faulted in
+        // and unmapped each time (cupy has 2,438 members).
+        static CHUNK_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
+    CHUNK_BUF.with_borrow_mut(|chunk| {
+        chunk.resize(CHUNK, 0);
+        loop {
+            let n = fill(reader, chunk)?;
+            if n == 0 || !consume(&chunk[..n]) {
+                return Ok(());
+            }
+        }
+    })
 }
 
 /// [`drain`] with `consume` on a second thread, fed whole chunks through a few recycled

@@ -29,11 +29,19 @@ impl Keeper {
     /// A keeper for a member declared to inflate to `declared` bytes (a claim: a member that
     /// inflates to more is still spilled past [`IN_MEMORY`]).
     pub fn for_size(declared: u64) -> Keeper {
+        let spill_at_once = declared > IN_MEMORY as u64;
+        // The declared size, when it is to be held: growing by doubling copied every member
+        // about twice over. A claim, so bounded by what memory holds anyway.
+        let mem = if spill_at_once {
+            Vec::new()
+        } else {
+            Vec::with_capacity(declared.min(IN_MEMORY as u64) as usize)
+        };
         Keeper {
-            mem: Vec::new(),
+            mem,
             file: None,
             len: 0,
-            spill_at_once: declared > IN_MEMORY as u64,
+            spill_at_once,
             no_file: false,
         }
     }
