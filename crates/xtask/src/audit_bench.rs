@@ -40,6 +40,8 @@ struct Row {
     kiln_report: String,
     floor: Measured,
     floor_report: String,
+    decode: Measured,
+    decode_report: String,
     cuobjdump: Measured,
     cuobjdump_report: String,
     auditwheel: Measured,
@@ -75,13 +77,15 @@ impl Measured {
 #[derive(clap::Args)]
 pub struct RouteArgs {
     /// floor: inflate every member and SHA-256 it, on every core (what RECORD verification
-    /// cannot skip). cuobjdump: unzip, then `cuobjdump --list-elf` on every shared library.
+    /// cannot skip). decode: the floor, then every `.nv_fatbin` entry of every ELF decoded, on
+    /// every core (what listing kernels cannot skip). cuobjdump: unzip, then
+    /// `cuobjdump --list-elf` on every shared library.
     /// measure: run the command after `--` and write "<wall ns> <peak RSS KiB> <exit>" to
     /// --report; a child forked from this small process carries no large parent's RSS into
     /// its ru_maxrss (Linux copies the parent's high-water mark into the child at fork).
-    #[arg(value_parser = ["floor", "cuobjdump", "measure"])]
+    #[arg(value_parser = ["floor", "decode", "cuobjdump", "measure"])]
     pub route: String,
-    /// The wheel (floor, cuobjdump).
+    /// The wheel (floor, decode, cuobjdump).
     pub wheel: Option<PathBuf>,
     /// Scratch directory for the unzip of the cuobjdump route.
     #[arg(long)]
@@ -110,7 +114,8 @@ pub fn route(args: RouteArgs) -> Result<()> {
     }
     let wheel = args.wheel.context("the route needs a wheel")?;
     let report = match args.route.as_str() {
-        "floor" => inflate_and_hash(&wheel)?,
+        "floor" => inflate_and_hash(&wheel, false)?.0,
+        "decode" => inflate_hash_and_decode(&wheel)?,
         _ => {
             let layout = bootstrap::ensure()?;
             let scratch = args
@@ -191,7 +196,7 @@ pub fn run(args: Args) -> Result<()> {
             .to_string_lossy()
             .into_owned();
         eprintln!("timing {name}");
-        const TOOLS: usize = 5;
+        const TOOLS: usize = 6;
         let mut runs: [Vec<(Duration, u64)>; TOOLS] = Default::default();
         let mut reports: [String; TOOLS] = Default::default();
         for round in 0..args.rounds.max(1) {
@@ -213,6 +218,11 @@ pub fn run(args: Args) -> Result<()> {
                     }
                     3 => {
                         let mut c = Command::new(&xtask);
+                        c.args(["bench-audit-route", "decode"]).arg(w);
+                        c
+                    }
+                    4 => {
+                        let mut c = Command::new(&xtask);
                         c.args(["bench-audit-route", "cuobjdump"])
                             .arg(w)
                             .arg("--scratch")
@@ -230,10 +240,10 @@ pub fn run(args: Args) -> Result<()> {
                 runs[which].push((wall, rss));
                 reports[which] = match which {
                     0 | 1 => kiln_summary(w, code, &out)?,
-                    2 | 3 if code != Some(0) => bail!("{cmd:?} exited {code:?}"),
+                    2..=4 if code != Some(0) => bail!("{cmd:?} exited {code:?}"),
                     _ => {
                         let text = std::fs::read(&out)?;
-                        if which == 4 {
+                        if which == 5 {
                             auditwheel_summary(code, &text)
                         } else {
                             String::from_utf8_lossy(&text).trim().to_string()
@@ -242,8 +252,8 @@ pub fn run(args: Args) -> Result<()> {
                 };
             }
         }
-        let [k, kh, f, c, a] = runs.map(|r| Measured::of(&r));
-        let [kr, _, fr, cr, ar] = reports;
+        let [k, kh, f, d, c, a] = runs.map(|r| Measured::of(&r));
+        let [kr, _, fr, dr, cr, ar] = reports;
         rows.push(Row {
             wheel: name,
             size: std::fs::metadata(w)?.len(),
@@ -252,28 +262,28 @@ pub fn run(args: Args) -> Result<()> {
             kiln_report: kr,
             floor: f,
             floor_report: fr,
+            decode: d,
+            decode_report: dr,
             cuobjdump: c,
             cuobjdump_report: cr,
             auditwheel: a,
             auditwheel_report: ar,
         });
     }
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let cores = cores();
     println!(
         "\nbench-audit: median wall of {} rounds (tools interleaved, order rotating), largest peak RSS, {cores} cores",
         args.rounds.max(1)
     );
     println!("kiln: full audit with kernel listing, --json; kiln-hdr: --no-kernels (fatbin headers only; still every ELF, entry, RECORD)");
-    println!("floor: inflate + SHA-256 of every member on every core (the work RECORD verification cannot skip); route: unzip + cuobjdump --list-elf per library");
+    println!("floor: inflate + SHA-256 of every member on every core (the work RECORD verification cannot skip); +decode: the floor, then every .nv_fatbin entry decoded on every core (what kernel listing cannot skip); route: unzip + cuobjdump --list-elf per library");
     println!(
-        "\n| wheel | MB | kiln s | kiln MB RSS | kiln-hdr s | floor s | floor MB RSS | kiln/floor | cuobjdump route s | route MB RSS | route/kiln | auditwheel s | auditwheel MB RSS |"
+        "\n| wheel | MB | kiln s | kiln MB RSS | kiln-hdr s | floor s | floor MB RSS | kiln/floor | floor+decode s | kiln/(floor+decode) | cuobjdump route s | route MB RSS | route/kiln | auditwheel s | auditwheel MB RSS |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2}x | {:.2} | {:.0} | {:.1}x | {:.2} | {:.0} |",
+            "| {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2}x | {:.2} | {:.2}x | {:.2} | {:.0} | {:.1}x | {:.2} | {:.0} |",
             r.wheel,
             r.size as f64 / 1e6,
             r.kiln.secs(),
@@ -282,6 +292,8 @@ pub fn run(args: Args) -> Result<()> {
             r.floor.secs(),
             r.floor.mb(),
             r.kiln.secs() / r.floor.secs(),
+            r.decode.secs(),
+            r.kiln.secs() / r.decode.secs(),
             r.cuobjdump.secs(),
             r.cuobjdump.mb(),
             r.cuobjdump.secs() / r.kiln.secs(),
@@ -292,24 +304,23 @@ pub fn run(args: Args) -> Result<()> {
     println!("\nwhat each reported:");
     for r in &rows {
         println!(
-            "  {}\n    kiln:       {}\n    floor:      {}\n    cuobjdump:  {}\n    auditwheel: {}",
-            r.wheel, r.kiln_report, r.floor_report, r.cuobjdump_report, r.auditwheel_report
+            "  {}\n    kiln:       {}\n    floor:      {}\n    +decode:    {}\n    cuobjdump:  {}\n    auditwheel: {}",
+            r.wheel, r.kiln_report, r.floor_report, r.decode_report, r.cuobjdump_report, r.auditwheel_report
         );
     }
     Ok(())
 }
 
-/// Every member inflated and hashed, members shared out to one worker per core.
-fn inflate_and_hash(wheel: &Path) -> Result<String> {
+/// Every member inflated and hashed, members shared out to one worker per core; with
+/// `keep_elf`, the ELF members' bytes are returned too.
+fn inflate_and_hash(wheel: &Path, keep_elf: bool) -> Result<(String, Vec<Vec<u8>>)> {
     use sha2::Digest;
     let count = zip::ZipArchive::new(std::fs::File::open(wheel)?)?.len();
     let next = AtomicUsize::new(0);
     let bytes = std::sync::atomic::AtomicU64::new(0);
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let elves = Mutex::new(Vec::new());
     std::thread::scope(|s| -> Result<()> {
-        let handles: Vec<_> = (0..workers)
+        let handles: Vec<_> = (0..cores())
             .map(|_| {
                 s.spawn(|| -> Result<()> {
                     let mut ar = zip::ZipArchive::new(std::fs::File::open(wheel)?)?;
@@ -321,15 +332,22 @@ fn inflate_and_hash(wheel: &Path) -> Result<String> {
                         }
                         let mut member = ar.by_index(i)?;
                         let mut h = sha2::Sha256::new();
+                        let mut kept = Vec::new();
                         loop {
                             let n = std::io::Read::read(&mut member, &mut buf)?;
                             if n == 0 {
                                 break;
                             }
                             h.update(&buf[..n]);
+                            if keep_elf {
+                                kept.extend_from_slice(&buf[..n]);
+                            }
                             bytes.fetch_add(n as u64, Ordering::Relaxed);
                         }
                         std::hint::black_box(h.finalize());
+                        if kept.starts_with(b"\x7fELF") {
+                            elves.lock().expect("no worker panicked").push(kept);
+                        }
                     }
                 })
             })
@@ -339,10 +357,57 @@ fn inflate_and_hash(wheel: &Path) -> Result<String> {
         }
         Ok(())
     })?;
-    Ok(format!(
-        "{count} members, {} MB inflated and hashed",
-        bytes.load(Ordering::Relaxed) / 1_000_000
+    Ok((
+        format!(
+            "{count} members, {} MB inflated and hashed",
+            bytes.load(Ordering::Relaxed) / 1_000_000
+        ),
+        elves.into_inner().expect("no worker panicked"),
     ))
+}
+
+/// The floor, then every `.nv_fatbin` entry of every ELF decoded (zstd or LZ4), entries shared
+/// out to one worker per core: the part of kernel listing no reader can skip. The two phases
+/// run one after the other, so an audit that overlaps them can come in under this.
+fn inflate_hash_and_decode(wheel: &Path) -> Result<String> {
+    use object::{Object, ObjectSection};
+    let (floor, elves) = inflate_and_hash(wheel, true)?;
+    let sections: Vec<&[u8]> = elves
+        .iter()
+        .filter_map(|e| object::File::parse(e.as_slice()).ok())
+        .filter_map(|f| f.section_by_name(".nv_fatbin")?.data().ok())
+        .collect();
+    let entries: Vec<kiln_fatbin::container::Entry> = sections
+        .iter()
+        .filter_map(|s| kiln_fatbin::container::parse(s).ok())
+        .flatten()
+        .flat_map(|c| c.entries)
+        .collect();
+    let next = AtomicUsize::new(0);
+    let decoded = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..cores() {
+            s.spawn(|| {
+                let mut buf = Vec::new();
+                while let Some(e) = entries.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    if let Ok(out) = e.decompress_with(&mut buf) {
+                        decoded.fetch_add(out.len() as u64, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    Ok(format!(
+        "{floor}; {} fatbin entries, {} MB decoded",
+        entries.len(),
+        decoded.load(Ordering::Relaxed) / 1_000_000
+    ))
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// pip download of the pinned wheels (no deps, binary only); pip skips files already there.
