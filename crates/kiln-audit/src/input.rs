@@ -67,14 +67,15 @@ fn read_file(
     if !is_elf && !is_fatbin {
         return Err(AuditError::Unrecognized(path.to_path_buf()));
     }
-    let bytes = read_all(&src).map_err(|e| AuditError::io(path, e))?;
+    let (bytes, _) = read_kept(&src).map_err(|e| AuditError::io(path, e))?;
+    let mapped = bytes.is_mapped();
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let root = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     if is_elf {
-        let binary = analyse(&name, &bytes, opts);
+        let binary = analyse_with(&name, &bytes, opts, mapped);
         let beside = libraries_beside(&root, &binary);
         Ok(Artifact {
             kind: InputKind::Elf,
@@ -94,7 +95,7 @@ fn read_file(
             elf_error: None,
             device_error: None,
         };
-        match device::read(&bytes, opts.list_kernels) {
+        match device::read_with(&bytes, opts.list_kernels, mapped) {
             Ok(d) => binary.device = Some(d),
             Err(e) => binary.device_error = Some(e),
         }
@@ -107,15 +108,30 @@ fn read_file(
     }
 }
 
-/// The whole source, read (not mapped); a file that shrinks meanwhile is an error.
-fn read_all(src: &Source) -> std::io::Result<Vec<u8>> {
-    let len = usize::try_from(src.len()).map_err(std::io::Error::other)?;
-    src.bytes_at(0, len).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "the file shrank while it was read",
-        )
-    })
+/// The whole source, read (never mapped) and hashed: into memory, or past [`spill::IN_MEMORY`]
+/// into a mapped temporary file as wheel members are, so a large lone ELF or directory file
+/// costs no more memory than a wheel member. A file that shrinks meanwhile is an error.
+fn read_kept(src: &Source) -> std::io::Result<(spill::Kept, MemberDigest)> {
+    let len = src.len();
+    let mut kept = spill::Keeper::for_size(len);
+    let mut hasher = Hasher::default();
+    let mut chunk = vec![0u8; 1 << 20];
+    while kept.len() < len {
+        let n = src.read_at(kept.len(), &mut chunk)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the file shrank while it was read ({len} bytes when opened, {} read)",
+                    kept.len()
+                ),
+            ));
+        }
+        let n = n.min((len - kept.len()) as usize);
+        hasher.update(&chunk[..n]);
+        kept.extend(&chunk[..n])?;
+    }
+    Ok((kept.finish()?, hasher.finish()))
 }
 
 /// Which `$ORIGIN`-relative candidates for the sonames a lone ELF loads exist on disk next to it.
@@ -970,12 +986,12 @@ fn read_dir_file(
     let src = Source::File(std::sync::Arc::new(file), len);
     let head = src.bytes_at(0, 4).unwrap_or_default();
     let result = if elf::is_elf(&head) || dist {
-        let bytes = read_all(&src).map_err(|e| unreadable("read", e.to_string()))?;
-        let digest = MemberDigest::of(&bytes);
+        let (bytes, digest) = read_kept(&src).map_err(|e| unreadable("read", e.to_string()))?;
         if elf::is_elf(&bytes) {
-            (Some(analyse(name, &bytes, opts)), None, digest)
+            let mapped = bytes.is_mapped();
+            (Some(analyse_with(name, &bytes, opts, mapped)), None, digest)
         } else {
-            (None, Some(bytes), digest)
+            (None, Some(bytes.into_vec()), digest)
         }
     } else {
         // Hashed in chunks: a large data file is never held whole.

@@ -490,7 +490,8 @@ fn sparse_reads_of_an_nvcc_cubin_answer_as_the_whole_cubin_or_miss() {
 
 /// The paths for large inputs give the facts of small ones: a library over the 32 MiB spill
 /// threshold (inflated into a mapped temporary file) whose `.nv_fatbin` holds a zstd cubin over
-/// the 8 MiB sparse threshold (read keeping only its ELF tables), in a wheel with its RECORD.
+/// the 8 MiB sparse threshold (read keeping only its ELF tables), in a wheel with its RECORD,
+/// and on its own.
 #[test]
 fn a_large_library_with_a_large_cubin_gives_the_facts_of_a_small_one() {
     use kiln_fatbin::container::{self, FLAG_COMPRESSED};
@@ -587,4 +588,13 @@ fn a_large_library_with_a_large_cubin_gives_the_facts_of_a_small_one() {
     assert_eq!(got.size, cubin.len() as u64);
     assert_eq!(got.kernels, kernels);
     assert_eq!((got.error.as_deref(), got.section.as_deref()), (None, None));
+
+    // The library on its own (a lone ELF input, spilled the same way) says the same.
+    let alone = audit(&lib, &Policy::default());
+    let got = &alone.binaries[0]
+        .device
+        .as_ref()
+        .expect("device code")
+        .entries[0];
+    assert_eq!((got.size, &got.kernels), (cubin.len() as u64, &kernels));
 }
