@@ -304,13 +304,15 @@ impl<'a> ReadRef<'a> for &'a SparseCubin {
         Ok(self.len)
     }
 
+    // Both reads answer exactly as object's impl for a whole `&[u8]` does (empty reads succeed
+    // anywhere; a range past the end or inverted is an error); only bytes not kept are a miss.
     fn read_bytes_at(self, offset: u64, size: u64) -> Result<&'a [u8], ()> {
-        let end = offset.checked_add(size).ok_or(())?;
-        if end > self.len {
-            return Err(()); // out of bounds in the whole cubin too
-        }
         if size == 0 {
             return Ok(&[]);
+        }
+        let end = offset.checked_add(size).ok_or(())?;
+        if end > self.len {
+            return Err(());
         }
         match self.piece(offset) {
             Some((start, bytes)) if end - start <= bytes.len() as u64 => {
@@ -324,20 +326,23 @@ impl<'a> ReadRef<'a> for &'a SparseCubin {
     }
 
     fn read_bytes_at_until(self, range: Range<u64>, delimiter: u8) -> Result<&'a [u8], ()> {
-        let end = range.end.min(self.len);
+        if range.start > range.end || range.end > self.len {
+            return Err(());
+        }
+        if range.start == range.end {
+            return Err(()); // nothing to search: no delimiter
+        }
         let Some((start, bytes)) = self.piece(range.start) else {
-            if range.start < end {
-                self.missed.set(true);
-            }
+            self.missed.set(true);
             return Err(());
         };
         let from = (range.start - start) as usize;
-        let to = ((end - start) as usize).min(bytes.len());
+        let to = ((range.end - start) as usize).min(bytes.len());
         match memchr::memchr(delimiter, &bytes[from..to]) {
             Some(n) => Ok(&bytes[from..from + n]),
             None => {
-                // Not found in what was kept: only an answer if the search covered the range.
-                if start + (to as u64) < end {
+                // Not found in what was kept: an answer only if that covered the whole range.
+                if start + (to as u64) < range.end {
                     self.missed.set(true);
                 }
                 Err(())
@@ -427,6 +432,47 @@ mod tests {
             b".text"
         );
         assert!(!s.missed());
+    }
+
+    /// Reads answer as object's `&[u8]` does, edge cases included (fuzz, sparse target: a
+    /// string-table range that ends before it starts panicked here).
+    #[test]
+    fn reads_answer_as_a_whole_slice_does() {
+        let v = elf(1 << 12, 100, b"\0.text\0");
+        let s = sparse(&v).unwrap();
+        let n = v.len() as u64;
+        let whole = v.as_slice();
+        for (offset, size) in [
+            (0, 0),
+            (n, 0),
+            (n + 5, 0),
+            (n - 1, 1),
+            (n, 1),
+            (n - 1, 2),
+            (u64::MAX, 2),
+        ] {
+            assert_eq!(
+                (&s).read_bytes_at(offset, size),
+                whole.read_bytes_at(offset, size),
+                "{offset}+{size}"
+            );
+        }
+        for range in [
+            101..200,
+            101..104,
+            200..101,
+            107..107,
+            n - 1..n,
+            n - 1..n + 1,
+            n + 1..n + 2,
+        ] {
+            assert_eq!(
+                (&s).read_bytes_at_until(range.clone(), 0),
+                whole.read_bytes_at_until(range.clone(), 0),
+                "{range:?}"
+            );
+        }
+        assert!(!s.missed(), "the whole small cubin is kept");
     }
 
     #[test]
