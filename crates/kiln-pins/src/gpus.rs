@@ -13,8 +13,18 @@
 //! 2026-12-01 through the docs index): 12.1 GB10 (DGX Spark); 12.0 RTX PRO 6000 Blackwell,
 //! GeForce RTX 50xx; 11.0 Jetson T5000/T4000 (Thor); 10.3 GB300, B300; 10.0 GB200, B200; 9.0
 //! GH200, H200, H100; 8.9 L4, L40, L40S, RTX 6000 Ada, GeForce RTX 40xx; 8.7 Jetson AGX Orin,
-//! Orin NX, Orin Nano; 8.6 A40, A10, RTX A6000, GeForce RTX 30xx. Not checked from here: the
-//! 8.0 and 7.5 rows' products and every row's `introduced_in` other than Thor's.
+//! Orin NX, Orin Nano; 8.6 A40, A10, RTX A6000, GeForce RTX 30xx.
+//!
+//! `introduced_in`, checked 2026-12-02: 10.3 and 12.1 from NVIDIA's CUDA Features Archive,
+//! CUDA 12.9 section ("adds compiler target support for SM architecture 10.3 (sm_103, sm_103f,
+//! sm_103a) and 12.1 (sm_121)"), and its 13.0 section for Thor ("SM101 has been renumbered as
+//! SM110"); 10.0 and 12.0 from the Blackwell Compatibility Guide (building for Blackwell
+//! "Using CUDA Toolkit 12.8"). 7.5 (10.0), 8.0 (11.0), 8.6 (11.1), 8.7 (11.4), 8.9 and 9.0
+//! (11.8) agree with CMake's architecture gates (gitlab.kitware.com/cmake/cmake MR 8031: "Add
+//! 8.7 ... for CUDA >= 11.4", "Add Ada(8.9) and Hopper(9.0) ... for CUDA >= 11.8") and with
+//! the per-release arch ranges other projects' build scripts gate on (sm_75 the highest before
+//! 11.0, sm_80 in 11.0, sm_86 from 11.1): secondary sources, not the release notes themselves.
+//! Not checked from here: the 8.0 and 7.5 rows' products.
 
 /// One GPU generation (one compute capability).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
