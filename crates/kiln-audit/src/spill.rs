@@ -13,7 +13,9 @@ pub const IN_MEMORY: usize = 32 << 20;
 /// Collects a member's bytes as they are inflated.
 pub struct Keeper {
     mem: Vec<u8>,
-    file: Option<std::io::BufWriter<std::fs::File>>,
+    /// Written unbuffered: members arrive in 256 KiB chunks, and a buffer in between only
+    /// copied each one once more.
+    file: Option<std::fs::File>,
     len: u64,
     /// Spill from the first byte: the member is declared larger than [`IN_MEMORY`], so
     /// holding its first 32 MiB in memory only to copy them out would raise the peak.
@@ -70,7 +72,7 @@ impl Keeper {
         // never a wrong verdict.
         match tempfile::tempfile() {
             Ok(f) => {
-                let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+                let mut w = f;
                 w.write_all(&self.mem)?;
                 w.write_all(data)?;
                 let mut head = std::mem::take(&mut self.mem);
@@ -90,8 +92,7 @@ impl Keeper {
     pub fn finish(self) -> std::io::Result<Kept> {
         match self.file {
             None => Ok(Kept::Memory(self.mem)),
-            Some(w) => {
-                let f = w.into_inner().map_err(|e| e.into_error())?;
+            Some(f) => {
                 // SAFETY: the file is an unlinked temporary only this process holds; nothing
                 // writes or truncates it while it is mapped.
                 let map = unsafe { memmap2::Mmap::map(&f)? };

@@ -169,6 +169,9 @@ fn measure(
     if !status.success() {
         bail!("measuring {cmd:?} failed");
     }
+    // Untimed: flush what this tool wrote (the route unzips ~900 MB for cuDNN, kiln writes a
+    // 64 MB report), so that its writeback does not run during the next tool's measurement.
+    Command::new("sync").status().context("running sync")?;
     let text = std::fs::read_to_string(&report)?;
     let mut it = text.split_whitespace().map(|w| w.parse::<i64>());
     let (Some(Ok(ns)), Some(Ok(rss)), Some(Ok(code))) = (it.next(), it.next(), it.next()) else {
@@ -275,6 +278,7 @@ pub fn run(args: Args) -> Result<()> {
         "\nbench-audit: median wall of {} rounds (tools interleaved, order rotating), largest peak RSS, {cores} cores",
         args.rounds.max(1)
     );
+    println!("each run starts after `sync` (the previous tool's writes flushed, untimed)");
     println!("kiln: full audit with kernel listing, --json; kiln-hdr: --no-kernels (fatbin headers only; still every ELF, entry, RECORD)");
     println!("floor: inflate + SHA-256 of every member on every core (the work RECORD verification cannot skip); +decode: the floor, then every .nv_fatbin entry decoded on every core (what kernel listing cannot skip); route: unzip + cuobjdump --list-elf per library");
     println!(

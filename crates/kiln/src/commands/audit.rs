@@ -98,7 +98,9 @@ pub fn run(args: Args) -> i32 {
         FailOn::Never => None,
     };
     let failed = matches!((report.worst(), threshold), (Some(w), Some(t)) if w >= t);
-    let mut out = std::io::stdout().lock();
+    // Stdout is line-buffered: the pretty JSON of a large wheel (64 MB for cuDNN) was one write
+    // per line, a tenth of its audit.
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
     let written = if args.quiet {
         Ok(())
     } else if args.json {
@@ -109,6 +111,8 @@ pub fn run(args: Args) -> i32 {
     } else {
         render(&mut out, &report, failed, args.full)
     };
+    // A write error at the final flush is reported like any other.
+    let written = written.and_then(|()| out.flush());
     if let Err(e) = written {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             eprintln!("kiln audit: writing the report: {e}");
