@@ -13,7 +13,12 @@
 use std::cell::Cell;
 use std::ops::Range;
 
-use object::ReadRef;
+use object::elf::{
+    FileHeader64, SectionHeader64, SHN_LORESERVE, SHT_DYNSYM, SHT_NOTE, SHT_STRTAB, SHT_SYMTAB,
+    SHT_SYMTAB_SHNDX,
+};
+use object::read::elf::{FileHeader, SectionHeader};
+use object::{Endianness, ReadRef};
 use zstd::stream::raw::{DParameter, Decoder, InBuffer, Operation, OutBuffer};
 
 /// Bytes kept from the start of the cubin, whatever the headers say.
@@ -26,12 +31,6 @@ pub const MAX_KEPT: usize = 24 << 20;
 pub const WINDOW_LOG_MAX: u32 = 23;
 /// Memory one sparse decode holds at most: what is kept plus the decoder's window and buffers.
 pub const FOOTPRINT: u64 = (MAX_KEPT as u64) + (1 << WINDOW_LOG_MAX) + (1 << 20);
-
-const SHT_SYMTAB: u32 = 2;
-const SHT_STRTAB: u32 = 3;
-const SHT_NOTE: u32 = 7;
-const SHT_DYNSYM: u32 = 11;
-const SHT_SYMTAB_SHNDX: u32 = 18;
 
 /// The kept parts of one cubin.
 #[derive(Debug)]
@@ -122,6 +121,8 @@ struct Collector {
     kept: usize,
     header_read: bool,
     sections_read: Option<Range<u64>>,
+    /// The byte order the ELF header declares.
+    endian: Endianness,
 }
 
 impl Collector {
@@ -134,6 +135,7 @@ impl Collector {
             wanted: vec![(prefix, Vec::new())],
             header_read: false,
             sections_read: None,
+            endian: Endianness::Little,
         }
     }
 
@@ -197,24 +199,29 @@ impl Collector {
         &self.wanted[0].1
     }
 
-    /// The section and program header tables, from the ELF header.
+    /// The section and program header tables, from the ELF header (read by object, as the
+    /// cubin reader will read it).
     fn want_header_tables(&mut self) -> bool {
-        let h = self.prefix();
-        if h.len() < 64 {
-            return false; // shorter than an ELF header
-        }
-        let u16_at = |at: usize| u16::from_le_bytes([h[at], h[at + 1]]) as u64;
-        let u64_at = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
-        if &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
-            return false; // not ELF64 LE: the whole decode reports it
-        }
-        let (phoff, phentsize, phnum) = (u64_at(32), u16_at(54), u16_at(56));
-        let (shoff, shentsize, shnum) = (u64_at(40), u16_at(58), u16_at(60));
+        let Ok(h) = FileHeader64::<Endianness>::parse(self.prefix()) else {
+            return false; // not an ELF64 header: the whole decode reports it
+        };
+        let Ok(endian) = h.endian() else {
+            return false;
+        };
+        let (phoff, phentsize, phnum) =
+            (h.e_phoff(endian), h.e_phentsize(endian), h.e_phnum(endian));
+        let (shoff, shentsize, shnum) =
+            (h.e_shoff(endian), h.e_shentsize(endian), h.e_shnum(endian));
         // Extended numbering (counts in section 0) is rare enough to go the whole way.
-        if shnum == 0 || shentsize != 64 || u16_at(62) >= 0xff00 {
+        if shnum == 0
+            || usize::from(shentsize) != std::mem::size_of::<SectionHeader64<Endianness>>()
+            || h.e_shstrndx(endian) >= SHN_LORESERVE
+        {
             return false;
         }
-        let table = |off: u64, n: u64, size: u64| off..off.saturating_add(n.saturating_mul(size));
+        self.endian = endian;
+        let table =
+            |off: u64, n: u16, size: u16| off..off.saturating_add(u64::from(n) * u64::from(size));
         let sections = table(shoff, shnum, shentsize);
         self.want(table(phoff, phnum, phentsize)) && {
             self.sections_read = Some(sections.clone());
@@ -224,20 +231,24 @@ impl Collector {
 
     /// Every string table, symbol table and note the section headers name.
     fn want_sections(&mut self) -> bool {
-        let Some(headers) = self.section_table() else {
+        let endian = self.endian;
+        let Some(headers) = self
+            .section_table()
+            .and_then(|t| object::pod::slice_from_all_bytes::<SectionHeader64<Endianness>>(t).ok())
+        else {
             return true; // the table itself was not kept whole: reads of it will miss
         };
         let ranges: Vec<Range<u64>> = headers
-            .chunks_exact(64)
-            .filter_map(|s| {
-                let ty = u32::from_le_bytes(s[4..8].try_into().ok()?);
-                let offset = u64::from_le_bytes(s[24..32].try_into().ok()?);
-                let size = u64::from_le_bytes(s[32..40].try_into().ok()?);
+            .iter()
+            .filter(|s| {
                 matches!(
-                    ty,
+                    s.sh_type(endian),
                     SHT_SYMTAB | SHT_STRTAB | SHT_NOTE | SHT_DYNSYM | SHT_SYMTAB_SHNDX
                 )
-                .then(|| offset..offset.saturating_add(size))
+            })
+            .map(|s| {
+                let offset = s.sh_offset(endian);
+                offset..offset.saturating_add(s.sh_size(endian))
             })
             .collect();
         ranges.into_iter().all(|r| self.want(r))
@@ -363,6 +374,7 @@ mod tests {
         v[..4].copy_from_slice(b"\x7fELF");
         v[4] = 2;
         v[5] = 1;
+        v[6] = 1; // EI_VERSION: EV_CURRENT, as every ELF writer sets it
         v[40..48].copy_from_slice(&shoff.to_le_bytes());
         v[58..60].copy_from_slice(&64u16.to_le_bytes());
         v[60..62].copy_from_slice(&2u16.to_le_bytes());
@@ -417,6 +429,7 @@ mod tests {
         v[..4].copy_from_slice(b"\x7fELF");
         v[4] = 2;
         v[5] = 1;
+        v[6] = 1; // EI_VERSION: EV_CURRENT, as every ELF writer sets it
         v[40..48].copy_from_slice(&64u64.to_le_bytes());
         v[58..60].copy_from_slice(&64u16.to_le_bytes());
         v[60..62].copy_from_slice(&2u16.to_le_bytes());

@@ -563,11 +563,8 @@ fn run_cuobjdump(cuobjdump: &Path, wheel: &Path, scratch: &Path) -> Result<Strin
     let next = AtomicUsize::new(0);
     let elf_lines = AtomicUsize::new(0);
     let failures = Mutex::new(0usize);
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
     std::thread::scope(|s| {
-        for _ in 0..workers {
+        for _ in 0..cores() {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(lib) = libs.get(i) else { break };
