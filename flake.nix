@@ -1,6 +1,16 @@
 {
   description = "kiln: a reproducible Rust + CUDA toolchain, its crates, and a wheel that is audited before it ships";
 
+  # Prebuilt CUDA closures (NCCL is compiled from source otherwise): Flox's cache, which NVIDIA
+  # licenses to redistribute CUDA builds of unmodified nixpkgs. URL and key as Flox published them
+  # at https://discourse.nixos.org/t/nix-flox-nvidia-opening-up-cuda-redistribution-on-nix/69189
+  # and https://flox.dev/docs/concepts/cuda-catalog-and-cache. Nix asks before using these (or
+  # takes them with accept-flake-config); README "Binary cache for CUDA" says what it holds.
+  nixConfig = {
+    extra-substituters = [ "https://cache.flox.dev" ];
+    extra-trusted-public-keys = [ "flox-cache-public-1:7F4OyH7ZCnFhcze3fJdfyXYLQw/aV7GEed86nQ7IsOs=" ];
+  };
+
   inputs = {
     # nixpkgs-unstable of 2026-08-03. The revision and its narHash are the ones ipetkov/crane's
     # own public lock file pins: https://github.com/ipetkov/crane/blob/2c71e194474d13de031d729b729c968ddbe3507f/test/flake.lock
