@@ -36,7 +36,11 @@
       };
       pins = import ./nix/pins.nix { cargoToml = ./Cargo.toml; };
       systems = [ "x86_64-linux" "aarch64-linux" ];
-      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f (import ./nix/pkgs.nix { inherit nixpkgs rust-overlay; } system));
+      # One nixpkgs instance per system, shared by every output group (an attribute set is
+      # evaluated once; a function called per group would import nixpkgs again each time).
+      pkgsFor = nixpkgs.lib.genAttrs systems (import ./nix/pkgs.nix { inherit nixpkgs rust-overlay; });
+      perSystemFor = nixpkgs.lib.genAttrs systems (system: perSystem pkgsFor.${system});
+      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f pkgsFor.${system} perSystemFor.${system});
 
       perSystem = pkgs: rec {
         toolchain = import ./nix/toolchain.nix { inherit pkgs pins; };
@@ -47,14 +51,13 @@
       };
 
       # What other projects use (nix/lib/, one helper per file; README "Use kiln in your project").
-      libFor = pkgs:
-        let s = perSystem pkgs; in {
-          inherit (s) toolchain cuda;
-          inherit (s.crates) kiln;
-          mkDevShell = import ./nix/lib/mkDevShell.nix { inherit pkgs; inherit (s) toolchain cuda driverHook; };
-          buildWheel = import ./nix/lib/buildWheel.nix { inherit pkgs; inherit (s) crates; };
-          auditCheck = import ./nix/lib/auditCheck.nix { inherit pkgs; kiln = s.crates.kiln; };
-        };
+      libFor = pkgs: s: {
+        inherit (s) toolchain cuda;
+        inherit (s.crates) kiln;
+        mkDevShell = import ./nix/lib/mkDevShell.nix { inherit pkgs; inherit (s) toolchain cuda driverHook; };
+        buildWheel = import ./nix/lib/buildWheel.nix { inherit pkgs; inherit (s) crates; };
+        auditCheck = import ./nix/lib/auditCheck.nix { inherit pkgs; kiln = s.crates.kiln; };
+      };
     in
     {
       # kiln's pins on a project's own nixpkgs (it must allow unfree, for CUDA): rust-overlay's
@@ -84,32 +87,32 @@
         description = "A Rust + CUDA crate built with kiln-build (its own arch matrix), a PyO3 wheel, and `kiln audit` in its checks";
       };
 
-      packages = forAllSystems (pkgs:
-        let s = perSystem pkgs; in {
-          inherit (s.crates) kiln kernels;
+      packages = forAllSystems (_: s: {
+        inherit (s.crates) kiln kernels;
+        inherit (s) wheel;
+        default = s.crates.kiln;
+      });
+
+      devShells = forAllSystems (pkgs: s: {
+        default = import ./nix/shell.nix { inherit pkgs; inherit (s) toolchain cuda driverHook; };
+      });
+
+      checks = forAllSystems (pkgs: s: {
+        clippy = import ./nix/checks/clippy.nix { inherit (s) crates; };
+        rustfmt = import ./nix/checks/rustfmt.nix { inherit (s) crates; };
+        nextest = import ./nix/checks/nextest.nix { inherit (s) crates cuda; };
+        # The committed std lock (nix/std-lock) is the nightly's own: compared where the
+        # toolchain exists, at build time, never read from it at evaluation.
+        std-lock = pkgs.runCommand "kiln-std-lock" { } (s.toolchain.stdCargoLockCheck + "touch $out");
+        audit = (libFor pkgs s).auditCheck {
           inherit (s) wheel;
-          default = s.crates.kiln;
-        });
+          policy = ./Cargo.toml;
+        };
+      });
 
-      devShells = forAllSystems (pkgs:
-        let s = perSystem pkgs; in {
-          default = import ./nix/shell.nix { inherit pkgs; inherit (s) toolchain cuda driverHook; };
-        });
-
-      checks = forAllSystems (pkgs:
-        let s = perSystem pkgs; in {
-          clippy = import ./nix/checks/clippy.nix { inherit (s) crates; };
-          rustfmt = import ./nix/checks/rustfmt.nix { inherit (s) crates; };
-          nextest = import ./nix/checks/nextest.nix { inherit (s) crates cuda; };
-          audit = (libFor pkgs).auditCheck {
-            inherit (s) wheel;
-            policy = ./Cargo.toml;
-          };
-        });
-
-      formatter = forAllSystems (pkgs: import ./nix/formatter.nix {
+      formatter = forAllSystems (pkgs: s: import ./nix/formatter.nix {
         inherit pkgs;
-        inherit (perSystem pkgs) toolchain;
+        inherit (s) toolchain;
       });
     };
 }

@@ -5,22 +5,10 @@ let
   inherit (pkgs) lib;
   craneLib = (crane.mkLib pkgs).overrideToolchain toolchain.rust;
 
-  # Cargo sources plus what build scripts and tests read: the CUDA kernels and their headers,
-  # every file under crates/ (the wheel's pyproject.toml and Python package, test fixtures),
-  # and checks/ except the flake's own checks (so editing a test double rebuilds nothing).
-  src = lib.fileset.toSource {
-    inherit root;
-    fileset = lib.fileset.unions [
-      (craneLib.fileset.commonCargoSources root)
-      (root + "/crates")
-      (lib.fileset.maybeMissing (root + "/kernels"))
-      (lib.fileset.difference (lib.fileset.maybeMissing (root + "/checks")) (lib.fileset.maybeMissing (root + "/checks/nix")))
-      # The wheel's build step and the derivation that runs it: crates/kiln/tests/wheel_finalize.rs
-      # reads both to prove the Nix route and the xtask route finalize the same wheel.
-      (root + "/nix/wheel-build.sh")
-      (root + "/nix/wheel.nix")
-    ];
-  };
+  inherit (import ./source.nix {
+    inherit lib root;
+    inherit (craneLib.fileset) commonCargoSources;
+  }) src withRustfmt;
 
   # The arch matrix in nixpkgs' terms, for kiln's derivations only (never nixpkgs' global
   # config: see nix/pkgs.nix). kiln-build reads the matrix from Cargo.toml itself; this records
@@ -56,17 +44,25 @@ let
     LIBCLANG_PATH = toolchain.libclangPath;
     KILN_KERNEL_RUSTC = toolchain.kernelRustc;
     BINDGEN_EXTRA_CLANG_ARGS = "-resource-dir=${toolchain.clangResourceDir}";
-    preBuild = ''
+    # nixpkgs' nvcc wrapper adds -Xfatbin=-compress-all unless NIX_CUDA_DONT_COMPRESS_FATBINS
+    # is set, and cuda_nvcc's setup hook exports that variable from `dontCompressCudaFatbins`
+    # (overwriting one set directly), so both are set. kiln-build's flag table decides the
+    # fatbin's compression, as without Nix: the same fatbin bytes on both routes, and the
+    # tests that read them (kiln-audit tests/golden.rs) see what they see outside Nix.
+    dontCompressCudaFatbins = true;
+    NIX_CUDA_DONT_COMPRESS_FATBINS = "1";
+    preBuild = toolchain.stdCargoLockCheck + ''
       export BINDGEN_EXTRA_CLANG_ARGS="$BINDGEN_EXTRA_CLANG_ARGS $(< ${toolchain.libcCflagsFile})"
     '';
   };
 
   cargoArtifacts = craneLib.buildDepsOnly commonArgs;
 
-  # What every derivation on top of the dependency build gets: those artifacts, and the commit
-  # for the kernels' build manifest (a Nix build has no .git). Kept out of buildDepsOnly, so a
-  # new commit does not rebuild a single dependency.
-  finalArgs = commonArgs // buildInfo // { inherit cargoArtifacts; };
+  # What every derivation on top of the dependency build gets. The commit (buildInfo, for the
+  # kernels' build manifest: a Nix build has no .git) goes only to the derivations that ship a
+  # manifest (the kernels here, the wheel in nix/wheel.nix), so a new commit rebuilds those and
+  # nothing else: not the dependencies, the CLI, clippy or the tests.
+  finalArgs = commonArgs // { inherit cargoArtifacts; };
 
   kilnUnwrapped = craneLib.buildPackage (finalArgs // {
     pname = "kiln-cli";
@@ -79,7 +75,7 @@ let
   });
 in
 {
-  inherit craneLib src commonArgs cargoArtifacts finalArgs cargoVendorDir;
+  inherit craneLib src withRustfmt commonArgs cargoArtifacts finalArgs cargoVendorDir buildInfo;
 
   # `nix run .#kiln -- doctor` on any host: the dev shell's driver discovery (nix/driver-hook.sh:
   # NixOS' /run/opengl-driver/lib, the host's ldconfig cache, the usual distribution and
@@ -90,7 +86,7 @@ in
   '';
 
   # The fatbin(s) and the build manifest that kiln-kernels' build script writes to OUT_DIR.
-  kernels = craneLib.mkCargoDerivation (finalArgs // {
+  kernels = craneLib.mkCargoDerivation (finalArgs // buildInfo // {
     pname = "kiln-kernels";
     doInstallCargoArtifacts = false;
     buildPhaseCargoCommand = "cargo build --release --locked -p kiln-kernels";

@@ -19,7 +19,7 @@ assert lib.assertMsg (requiresDist != [ ])
 # One maturin release for both routes: PyPI's (cargo xtask) and nixpkgs' (here).
 assert lib.assertMsg (pkgs.maturin.version == pins.maturin)
   "kiln: nixpkgs has maturin ${pkgs.maturin.version}, but Cargo.toml pins maturin = \"${pins.maturin}\" (the PyPI route installs that one); pin the release the locked nixpkgs has";
-crates.craneLib.mkCargoDerivation (crates.finalArgs // {
+crates.craneLib.mkCargoDerivation (crates.finalArgs // crates.buildInfo // {
   pname = "kiln-wheel";
   # crates.kiln: `kiln wheel finalize` in nix/wheel-build.sh (the CLI built once, not again here).
   nativeBuildInputs = crates.commonArgs.nativeBuildInputs ++ [ pkgs.maturin pkgs.zig crates.kiln ];

@@ -1,6 +1,6 @@
 # rustfmt --check over the workspace.
 { crates }:
 crates.craneLib.cargoFmt {
-  inherit (crates) src;
+  src = crates.withRustfmt;
   inherit (crates.commonArgs) pname version;
 }

@@ -8,18 +8,23 @@
 //! 4. the facts about the locked nixpkgs (checks/nix/doubles/nixpkgs/facts.toml, which the
 //!    nixpkgs double is made of) describe flake.lock's revision, agree with the pins, and no pin
 //!    is newer than the lock (nix_check/facts.rs);
-//! 5. every flake output evaluates (`nix flake check --no-build --all-systems`, plus the drvPath
-//!    of devShells.default and packages.wheel) against the strict test doubles of nixpkgs, crane
-//!    and rust-overlay in checks/nix/doubles, passed with `--override-input`.
+//! 5. every flake output evaluates (`nix flake check --no-build --all-systems`) against the
+//!    strict test doubles of nixpkgs, crane and rust-overlay in checks/nix/doubles, passed with
+//!    `--override-input`;
+//! 6. every output of both systems (packages, devShells, checks, formatter, the `lib` entry
+//!    points, `overlays.default` applied) evaluates to a drvPath with import-from-derivation
+//!    forbidden, one `nix eval` each so a failure names its output (nix_check/outputs.rs).
 //!
 //! With `--real-crane DIR --real-rust-overlay DIR` (unpacked `git archive`s of the locked
-//! revisions, never committed) it also checks the locked narHashes against those trees and
-//! compares the doubles with the real sources (checks/nix/real-surface.nix).
+//! revisions, never committed) it also checks the locked narHashes against those trees,
+//! compares the doubles with the real sources (checks/nix/real-surface.nix), and runs step 6
+//! with the REAL crane and rust-overlay (nixpkgs: the double plus checks/nix/real-inputs).
 //!
 //! Nix 2.34, nixpkgs-fmt and deadnix are installed into `.toolchain/` when missing.
 
 pub mod facts;
 mod lock;
+mod outputs;
 mod tools;
 
 use std::fmt::Write as _;
@@ -29,7 +34,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-/// The systems whose outputs are evaluated by drvPath (flake check covers all of them).
+/// The system whose source set `cargo xtask sandbox` takes.
 const EVAL_SYSTEM: &str = "x86_64-linux";
 /// The flake inputs that have a test double in checks/nix/doubles/<name>.
 pub const DOUBLED_INPUTS: [&str; 3] = ["nixpkgs", "crane", "rust-overlay"];
@@ -158,6 +163,21 @@ pub fn run(args: Args) -> Result<()> {
     step("flake outputs evaluate against the test doubles", &|| {
         eval_doubles(&tools, &flake)
     });
+    step(
+        "every output of both systems evaluates without import-from-derivation (test doubles)",
+        &|| {
+            let mut overrides = vec!["--offline".to_string()];
+            overrides.extend(flake.overrides());
+            let inputs = outputs::Inputs {
+                label: "test doubles",
+                overrides,
+                nixpkgs_for_overlay: flake.doubles.join("nixpkgs").display().to_string(),
+            };
+            Ok(outputs::summary(&outputs::every_output(
+                &tools, &flake, &inputs,
+            )?))
+        },
+    );
     if let (Some(crane), Some(ro)) = (&args.real_crane, &args.real_rust_overlay) {
         step("locked narHash of the real crane and rust-overlay", &|| {
             lock::check_real_hashes(&tools, &flake, crane, ro)
@@ -406,6 +426,7 @@ fn eval_doubles(tools: &tools::Tools, flake: &Flake) -> Result<String> {
     let mut check = tools.nix();
     check
         .args(["flake", "check", "--no-build", "--offline", "--all-systems"])
+        .args(outputs::NO_IFD)
         .args(flake.overrides())
         .arg(&flake.flake_ref);
     let out = check.output()?;
@@ -418,29 +439,7 @@ fn eval_doubles(tools: &tools::Tools, flake: &Flake) -> Result<String> {
     let checked = String::from_utf8_lossy(&out.stderr)
         .matches("derivation evaluated to")
         .count();
-    let mut notes = vec![format!("{checked} derivations")];
-    for attr in [
-        format!("devShells.{EVAL_SYSTEM}.default"),
-        format!("packages.{EVAL_SYSTEM}.wheel"),
-    ] {
-        let out = tools
-            .nix()
-            .args(["eval", "--offline", "--raw"])
-            .args(flake.overrides())
-            .arg(format!("{}#{attr}.drvPath", flake.flake_ref))
-            .output()?;
-        if !out.status.success() {
-            bail!(
-                "nix eval {attr}.drvPath (test doubles): {}",
-                nix_error(&out)
-            );
-        }
-        notes.push(format!(
-            "{attr} = {}",
-            String::from_utf8_lossy(&out.stdout).trim()
-        ));
-    }
-    Ok(notes.join(", "))
+    Ok(format!("{checked} derivations"))
 }
 
 /// checks/nix/facts-eval.nix over the double: what the double gives must be the facts.
@@ -514,6 +513,7 @@ fn real_surface(
 /// (its real component URLs and hashes), and the crates out of the real crane (its real
 /// vendoring of Cargo.lock, dependency-only build, clippy/fmt/nextest derivations).
 fn eval_real_inputs(tools: &tools::Tools, flake: &Flake) -> Result<String> {
+    let shim_dir = flake.root.join("checks/nix/real-inputs/nixpkgs-shim");
     let shim = match flake.flake_ref.strip_prefix("path:") {
         Some(p) => format!("path:{p}?dir=checks/nix/real-inputs/nixpkgs-shim"),
         None => format!(
@@ -521,53 +521,41 @@ fn eval_real_inputs(tools: &tools::Tools, flake: &Flake) -> Result<String> {
             flake.root.display()
         ),
     };
-    let base = [
+    let overrides: Vec<String> = [
         "--offline",
         "--no-write-lock-file",
         "--override-input",
         "nixpkgs",
         &shim,
-    ];
+    ]
+    .map(String::from)
+    .to_vec();
     let out = tools
         .nix()
         .args(["flake", "check", "--no-build", "--all-systems"])
-        .args(base)
+        .args(outputs::NO_IFD)
+        .args(&overrides)
         .arg(&flake.flake_ref)
         .output()?;
     if !out.status.success() {
         bail!(
-            "nix flake check --no-build (real crane and rust-overlay): {}",
+            "nix flake check --no-build (real crane and rust-overlay, IFD forbidden): {}",
             nix_error(&out)
         );
     }
     let checked = String::from_utf8_lossy(&out.stderr)
         .matches("derivation evaluated to")
         .count();
-    let eval = |attr: &str, apply: Option<&str>| -> Result<String> {
-        let mut cmd = tools.nix();
-        cmd.args(["eval", "--raw"])
-            .args(base)
-            .arg(format!("{}#{attr}", flake.flake_ref));
-        if let Some(f) = apply {
-            cmd.args(["--apply", f]);
-        }
-        let out = cmd.output()?;
-        if !out.status.success() {
-            bail!(
-                "nix eval {attr} (real crane and rust-overlay): {}",
-                nix_error(&out)
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let inputs = outputs::Inputs {
+        label: "real crane and rust-overlay",
+        overrides,
+        nixpkgs_for_overlay: shim_dir.display().to_string(),
     };
-    let shell = format!("devShells.{EVAL_SYSTEM}.default");
-    let drv = eval(&format!("{shell}.drvPath"), None)?;
-    let wheel = eval(&format!("packages.{EVAL_SYSTEM}.wheel.drvPath"), None)?;
-    let rust = eval(
-        &format!("{shell}.nativeBuildInputs"),
-        Some("l: (builtins.head l).name"),
-    )?;
-    Ok(format!("{checked} derivations; {shell} = {drv} (with {rust}); packages.{EVAL_SYSTEM}.wheel = {wheel}"))
+    let done = outputs::every_output(tools, flake, &inputs)?;
+    Ok(format!(
+        "nix flake check: {checked} derivations; {}",
+        outputs::summary(&done)
+    ))
 }
 
 /// The source set the flake's derivations build from (crane's `src`, nix/crates.nix's fileset),

@@ -9,14 +9,18 @@ let
     overrideToolchain = t: mkScope (if builtins.isFunction t then t pkgs else t);
 
     fileset = {
-      # Cargo.toml, Cargo.lock, .cargo/config.toml and *.rs under `path` (the element format of
-      # the nixpkgs double's lib.fileset).
+      # crane lib/fileset/commonCargoSources.nix at 2c71e194: the union of cargoTomlAndLock.nix
+      # (files named Cargo.toml or Cargo.lock), rust.nix (`hasExt "rs"`) and toml.nix (every
+      # `hasExt "toml"` file) under `path`, in the element format of the nixpkgs double's
+      # lib.fileset. crates/xtask/tests/nix_source.rs compares the source set it gives with the
+      # one real crane gives over the real nixpkgs lib.
       commonCargoSources = path: {
         _type = "fileset";
         elements = [{
           inherit path;
-          keep = p: lib.hasSuffix ".rs" p || lib.hasSuffix "/Cargo.toml" p || lib.hasSuffix "/Cargo.lock" p
-            || lib.hasSuffix "/config.toml" p || lib.hasSuffix "/config" p;
+          keep = p:
+            let name = baseNameOf p; in
+            name == "Cargo.toml" || name == "Cargo.lock" || lib.hasSuffix ".rs" name || lib.hasSuffix ".toml" name;
         }];
       };
     };
@@ -24,10 +28,11 @@ let
     # crane lib/vendorMultipleCargoDeps.nix at 2c71e194 (lines 37-46: the argument pattern;
     # 47-49: every lockfile is read with readFile + fromTOML; 84-93: one runCommandLocal named
     # vendor-cargo-deps whose config.toml configureCargoVendoredDepsHook appends to
-    # $CARGO_HOME/config.toml). The double parses every lockfile it can read offline (a path, as
-    # crane does) and keeps the list, so tests can see which lockfiles were vendored; one inside
-    # another derivation's output (rust-src's) is import-from-derivation in crane, so here it
-    # must at least be a Cargo.lock in the store.
+    # $CARGO_HOME/config.toml). The double reads and parses every lockfile exactly as crane does
+    # (readFile of whatever it is given), so a lock inside another derivation's output (the
+    # toolchain's rust-src) is import-from-derivation here too: refused under
+    # `allow-import-from-derivation = false`, and unbuildable offline otherwise. It keeps the
+    # list, so tests can see which lockfiles were vendored.
     vendorMultipleCargoDeps =
       { cargoConfigs ? [ ]
       , cargoLockContentsList ? [ ]
@@ -39,10 +44,7 @@ let
       , registries ? null
       }:
       let
-        parse = l:
-          if builtins.isPath l then builtins.fromTOML (builtins.readFile l)
-          else if lib.hasPrefix builtins.storeDir (toString l) && lib.hasSuffix "/Cargo.lock" (toString l) then { }
-          else throw "crane double: vendorMultipleCargoDeps: cargoLockList entry ${toString l} is neither a path nor a Cargo.lock in the store";
+        parse = l: builtins.fromTOML (builtins.readFile l);
         parsed = map parse cargoLockList ++ map builtins.fromTOML cargoLockContentsList ++ cargoLockParsedList;
       in
       builtins.seq (builtins.deepSeq parsed null) (pkgs.stdenv.mkDerivation {
