@@ -31,6 +31,6 @@ in
   src = lib.fileset.toSource { inherit root; fileset = built; };
   withRustfmt = lib.fileset.toSource {
     inherit root;
-    fileset = lib.fileset.unions [ built (root + "/rustfmt.toml") ];
+    fileset = lib.fileset.unions [ built (lib.fileset.maybeMissing (root + "/rustfmt.toml")) ];
   };
 }

@@ -336,7 +336,8 @@ fn the_arch_matrix_goes_to_kiln_derivations_only_and_cudnn_nccl_stay_out_of_them
 
 /// The sandbox has no network: every crane derivation that builds kiln-kernels (so the Rust
 /// kernels, `-Zbuild-std=core`) must vendor the workspace's lockfile, kernels/rust's, and the
-/// pinned nightly's standard library lockfile (rust-src), the one `-Zbuild-std` resolves.
+/// pinned nightly's standard library lockfile (committed: nix/std-lock), the one `-Zbuild-std`
+/// resolves.
 #[test]
 fn every_kernel_building_derivation_vendors_the_three_lockfiles() {
     let f = Fixture::new();
@@ -347,6 +348,12 @@ fn every_kernel_building_derivation_vendors_the_three_lockfiles() {
         .expect("KILN_KERNEL_RUSTC is <toolchain>/bin/rustc")
         .to_string();
     let locks = "d: map toString d.cargoVendorDir.cargoLockList";
+    let nightly = eval_json(
+        &f,
+        "lib.x86_64-linux.toolchain.rust.version",
+        Some("v: builtins.elemAt (builtins.match \".*-nightly-(.*)\" v) 0"),
+    );
+    let nightly = nightly.as_str().expect("nightly date").to_string();
     for attr in [
         "packages.x86_64-linux.wheel",
         "packages.x86_64-linux.wheel.cargoArtifacts",
@@ -361,13 +368,16 @@ fn every_kernel_building_derivation_vendors_the_three_lockfiles() {
             .iter()
             .filter_map(|v| v.as_str())
             .collect();
-        let std_lock = format!("{rust}/lib/rustlib/src/rust/library/Cargo.lock");
+        // The std lock is the committed one for the pinned nightly (nix/std-lock): the copy in
+        // the toolchain's rust-src would be import-from-derivation.
+        let std_lock = format!("-source/nix/std-lock/{nightly}.Cargo.lock");
         assert!(
             got.len() == 3
                 && got[0].ends_with("-source/Cargo.lock")
                 && got[1].ends_with("-source/kernels/rust/Cargo.lock")
-                && got[2] == std_lock,
-            "{attr} vendors {got:?}; want the workspace's, kernels/rust's and {std_lock}"
+                && got[2].ends_with(&std_lock)
+                && !got.iter().any(|l| l.starts_with(&rust)),
+            "{attr} vendors {got:?}; want the workspace's, kernels/rust's and …{std_lock}, none from {rust}"
         );
     }
 }
@@ -933,4 +943,44 @@ fn driver_hook_prefers_nixos_opengl_driver_dir_first_in_its_list() {
         .find(|l| l.contains("candidates=\"/run/opengl-driver/lib\""))
         .is_some();
     assert!(default_list, "the NixOS driver directory must come first");
+}
+
+#[test]
+fn an_output_that_needs_import_from_derivation_is_named() {
+    // The deliberate break of issue 24: the std lock read from the toolchain's rust-src again.
+    // crane (and its double) readFile every lock, so every crate output then builds the nightly
+    // during evaluation; with IFD forbidden each such output is named.
+    let f = Fixture::new();
+    f.edit(
+        "nix/toolchain.nix",
+        "if builtins.pathExists committed then committed",
+        "if builtins.pathExists committed then stdCargoLockOfToolchain",
+    );
+    assert_fails_with(
+        &f.check(),
+        &[
+            "every output of both systems evaluates without import-from-derivation",
+            "packages.x86_64-linux.wheel: error: cannot build",
+            "packages.aarch64-linux.wheel: error: cannot build",
+            "overlays.default (kiln on a x86_64-linux nixpkgs)",
+            "'allow-import-from-derivation' is disabled",
+        ],
+    );
+}
+
+#[test]
+fn a_nightly_without_a_committed_std_lock_is_named() {
+    let f = Fixture::new();
+    let nightly = std::fs::read_dir(f.path("nix/std-lock"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .find_map(|n| n.strip_suffix(".Cargo.lock").map(String::from))
+        .expect("a committed std lock");
+    std::fs::remove_file(f.path(&format!("nix/std-lock/{nightly}.Cargo.lock"))).unwrap();
+    assert_fails_with(
+        &f.check(),
+        &[&format!(
+            "no nix/std-lock/{nightly}.Cargo.lock for rust-nightly = \"{nightly}\""
+        )],
+    );
 }
