@@ -55,7 +55,7 @@
         inherit (s) toolchain cuda;
         inherit (s.crates) kiln;
         mkDevShell = import ./nix/lib/mkDevShell.nix { inherit pkgs; inherit (s) toolchain cuda driverHook; };
-        buildWheel = import ./nix/lib/buildWheel.nix { inherit pkgs; inherit (s) crates; };
+        buildWheel = import ./nix/lib/buildWheel.nix { inherit pkgs; inherit (s) crates toolchain; };
         auditCheck = import ./nix/lib/auditCheck.nix { inherit pkgs; kiln = s.crates.kiln; };
       };
     in

@@ -2,7 +2,11 @@
   description = "A Rust + CUDA crate on kiln: kernels built by kiln-build for its own matrix, a PyO3 wheel, gated by kiln audit";
 
   inputs = {
-    # kiln itself; kiln's tests point it at their checkout (--override-input kiln path:…).
+    # kiln itself: kiln's repository, as its Cargo.toml names it ([workspace.package]
+    # repository; a test keeps the two equal). THE one line to change when your kiln lives
+    # elsewhere (a fork, a mirror, a checkout: "git+https://host/you/kiln", "path:/abs/kiln"),
+    # or keep it and pin once with `nix flake lock --override-input kiln <your kiln>`: flake.lock
+    # then holds that kiln. kiln's tests override it with their checkout.
     kiln.url = "git+https://example.invalid/kiln";
     # The nixpkgs kiln's pins were checked against (CUDA 13.0, cuDNN, NCCL, clang 21).
     nixpkgs.follows = "kiln/nixpkgs";

@@ -787,11 +787,22 @@ fn the_template_is_the_consumer_fixture_and_evaluates() {
         "{}",
         text(&out)
     );
-    let out = template_eval(&f, proj.path(), "packages.x86_64-linux.default.postPatch");
-    let patch = String::from_utf8_lossy(&out.stdout).to_string();
+    // kiln-build through the project's own path: the project laid out as kiln's checks/consumer
+    // beside kiln's source (nix/lib/buildWheel.nix; the phases: tests/phase_order.rs).
+    let out = template_eval(
+        &f,
+        proj.path(),
+        "packages.x86_64-linux.default.kilnProjectDir",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "checks/consumer",
+        "{}",
+        text(&out)
+    );
+    let out = template_eval(&f, proj.path(), "packages.x86_64-linux.default.postUnpack");
     assert!(
-        patch.contains("cargo add --offline --build kiln-build --path /nix/store/")
-            && patch.contains("/crates/kiln-build"),
+        String::from_utf8_lossy(&out.stdout).contains("ln -s \"$kilnSrc/crates\""),
         "{}",
         text(&out)
     );
