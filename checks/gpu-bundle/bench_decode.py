@@ -10,7 +10,8 @@ For every (op, dtype, shape), microseconds per call of:
           launch overhead a decode loop pays when the GPU is idle waiting for it.
 each for kiln (result allocated per call), kiln with out= (no allocation) and torch (the way a
 torch model writes the op; its caching allocator serves outputs). Targets: kiln/torch <= 1.0 in
-eager and graph mode.
+eager and graph mode. The "floor" rows (1 element: one block, one thread doing one add) are the
+launch floor of each side on this GPU, against which the decode sizes are read.
 """
 
 from __future__ import annotations
@@ -77,7 +78,11 @@ def cases(torch, kiln, dev, dtype):
         out.append(("embedding", label, [n, 4096], lambda: kiln.embedding(table, ids),
                     lambda: kiln.embedding(table, ids, out=o), lambda: F.embedding(ids, table)))
 
-    # 1-token shapes (hidden 4096, 32 heads x 128), then the existing small size (1 M elements).
+    # The floor: one element, one block of one busy thread — what a launch costs on this GPU
+    # (kiln's and torch's) when the kernel does nothing; a decode-size call at its own side's
+    # floor cannot get cheaper by launch configuration. Then 1-token shapes (hidden 4096, 32
+    # heads x 128), then the existing small size (1 M elements).
+    elementwise("floor", 1)
     elementwise("1-token", 4096)
     rows("1-token", 1, 4096)
     rope("1-token", 1)

@@ -123,6 +123,7 @@ def main():
             ("rs.rmsnorm", [rows, cols], (2 * rows * cols + cols) * es, lambda: kiln.rs.rmsnorm(x2, w, 1e-6),
              lambda: F.rms_norm(x2, (cols,), w, 1e-6)),
             ("softmax", [rows, cols], 2 * rows * cols * es, lambda: kiln.softmax(x2), lambda: torch.softmax(x2, -1)),
+            ("rs.softmax", [rows, cols], 2 * rows * cols * es, lambda: kiln.rs.softmax(x2), lambda: torch.softmax(x2, -1)),
             ("rope", [tokens, heads, hd], 2 * n * es, lambda: kiln.rope(x3, offset=0), torch_rope),
             ("embedding", [n_ids, dim], 2 * n_ids * dim * es + n_ids * 8, lambda: kiln.embedding(table, ids),
              lambda: F.embedding(ids, table)),
@@ -248,6 +249,23 @@ def _line(r):
             f"kiln/torch {r['kiln_over_torch']:.2f}")
 
 
+def _rust_table(rows):
+    """The Rust kernels (rs.OP) against their C++ twins (OP), same dtype and size, same harness."""
+    by = {(r["op"], r["dtype"], r["size"]): r for r in rows if "kiln_ms" in r}
+    out = ["Rust kernels vs their C++ twins (target: Rust/C++ time ≤ 1.05; fractions of D2D copy):", "",
+           "| op | dtype | size | C++ µs | Rust µs | Rust/C++ | C++ frac | Rust frac |",
+           "|---|---|---|---:|---:|---:|---:|---:|"]
+    for (op, dt, size), rr in by.items():
+        if not op.startswith("rs.") or (op[3:], dt, size) not in by:
+            continue
+        cr = by[(op[3:], dt, size)]
+        ratio = rr["kiln_ms"] / cr["kiln_ms"]
+        flag = "" if ratio <= 1.05 else " ✗"
+        out.append(f"| {op[3:]} | {dt} | {size} | {cr['kiln_ms'] * 1e3:.1f} | {rr['kiln_ms'] * 1e3:.1f} | "
+                   f"{ratio:.3f}{flag} | {cr['fraction_of_copy']:.2f} | {rr['fraction_of_copy']:.2f} |")
+    return out + [""]
+
+
 def _table(rows, extras, doc):
     out = [f"GPU: {doc['environment']['gpu']}, torch {doc['environment']['torch']}, kiln {doc['environment']['kiln']}",
            f"D2D copy roof (torch copy_, best size): {doc.get('copy_roof_GBps') or 0:.0f} GB/s",
@@ -264,6 +282,7 @@ def _table(rows, extras, doc):
                    f"{r['kiln_ms'] * 1e3:.1f} | {r['kiln_GBps']:.0f} | {r['fraction_of_copy']:.2f}{flag_bw} | "
                    f"{r['torch_ms'] * 1e3:.1f} | {r['kiln_over_torch']:.2f}{flag_t} |")
     out += ["", f"Targets at the large size: fraction ≥ {BW_TARGET}, kiln/torch ≤ {TORCH_TARGET} (✗ = missed).", ""]
+    out += _rust_table(rows)
     for e in extras:
         out.append(f"- {e}")
     return "\n".join(out) + "\n"

@@ -315,13 +315,21 @@ def check_rust_kernels(ctx, res, elem_shapes, row_shapes):
                 twin = from_kiln(torch, kiln.silu_mul(g, u))
                 return f64(out), f64(twin), ref_silu_mul(f64(g), f64(u)), *TOL["silu_mul"][dtype]
             run_case(res, "rs.silu_mul", dtype, shape, silu_mul)
-        for shape in row_shapes:
+        for i, shape in enumerate(row_shapes):
             def rmsnorm(shape=shape, dtype=dtype):
                 x, w = ctx.randn(shape, dtype), ctx.randn(shape[-1:], dtype)
                 out = from_kiln(torch, kiln.rs.rmsnorm(x, w, 1e-6))
                 twin = from_kiln(torch, kiln.rmsnorm(x, w, 1e-6))
                 return f64(out), f64(twin), ref_rmsnorm(f64(x), f64(w), 1e-6), *TOL["rmsnorm"][dtype]
             run_case(res, "rs.rmsnorm", dtype, shape, rmsnorm)
+
+            # As for the C++ softmax: every third shape gets large logits.
+            def softmax(shape=shape, dtype=dtype, scale=40.0 if i % 3 == 2 else 1.0):
+                x = ctx.randn(shape, dtype, scale)
+                out = from_kiln(torch, kiln.rs.softmax(x))
+                twin = from_kiln(torch, kiln.softmax(x))
+                return f64(out), f64(twin), ref_softmax(f64(x)), *TOL["softmax"][dtype]
+            run_case(res, "rs.softmax", dtype, shape, softmax)
 
 
 def torch_rope(torch, x, pos, theta):

@@ -58,12 +58,14 @@ fn vv_field<'a>(vv: &'a str, field: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// Whether `rustc -vV` is a pinned kernel rustc: the exact release `kernel-rustc`, or the
-/// flake's nightly (`rust-nightly`; a nightly of date D carries commit-date D or the day
-/// before).
+/// Whether `rustc -vV` is a pinned kernel rustc: the exact release `kernel-rustc` or its
+/// tested fallback `kernel-rustc-fallback`, or the flake's nightly (`rust-nightly`; a nightly
+/// of date D carries commit-date D or the day before).
 pub fn matches_pin(vv: &str, pins: &Pins) -> bool {
     let release = vv_field(vv, "release").unwrap_or("");
-    if release == pins.toolchain.kernel_rustc {
+    if release == pins.toolchain.kernel_rustc
+        || pins.toolchain.kernel_rustc_fallback.as_deref() == Some(release)
+    {
         return true;
     }
     release.contains("nightly")
@@ -590,6 +592,33 @@ mod tests {
         assert_eq!(day_before("2026-03-01").unwrap(), "2026-02-28");
         assert_eq!(day_before("2024-03-01").unwrap(), "2024-02-29");
         assert_eq!(day_before("2026-01-01").unwrap(), "2025-12-31");
+    }
+
+    /// The workspace's pins: 1.85.0, its fallback 1.96.0 and the nightly are kernel rustcs;
+    /// another release is not.
+    #[test]
+    fn the_pin_its_fallback_and_the_nightly_match() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+        let pins = Pins::load(&root).unwrap();
+        let vv = |release: &str, date: &str| {
+            format!(
+                "rustc {release}\nrelease: {release}\ncommit-date: {date}\nLLVM version: 19.1.7"
+            )
+        };
+        let pin = &pins.toolchain.kernel_rustc;
+        let fallback = pins
+            .toolchain
+            .kernel_rustc_fallback
+            .clone()
+            .expect("a fallback pin");
+        assert!(matches_pin(&vv(pin, "2025-02-17"), &pins));
+        assert!(matches_pin(&vv(&fallback, "2026-05-25"), &pins));
+        assert!(!matches_pin(&vv("1.90.0", "2025-09-14"), &pins));
+        let nightly = format!(
+            "rustc 1.91.0-nightly\nrelease: 1.91.0-nightly\ncommit-date: {}",
+            pins.toolchain.rust_nightly
+        );
+        assert!(matches_pin(&nightly, &pins));
     }
 
     #[test]

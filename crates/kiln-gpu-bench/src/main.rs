@@ -260,6 +260,13 @@ fn run(args: &Args) -> Result<Report, Error> {
                 b.time(|| gpu.softmax(&xr).map(drop))?,
                 None,
             );
+            push(
+                "rs.softmax",
+                vec![rows_n, COLS],
+                2 * nb,
+                b.time(|| gpu.rs().softmax(&xr).map(drop))?,
+                Some("the Rust kernel (kernels/rust), twin of softmax"),
+            );
             // cuDNN is a comparison, not a target: an unsupported dtype is noted, not fatal.
             match b.time(|| gpu.cudnn_softmax(&xr).map(drop)) {
                 Ok(t) => push(

@@ -73,11 +73,21 @@ params! {
     }
 }
 
+params! {
+    /// `out[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max))`; x, out: `[rows, cols]`
+    /// (C twin: `KilnSoftmaxParams`).
+    pub struct SoftmaxParams {
+        pub rows: u64,
+        pub cols: u64,
+    }
+}
+
 /// Every parameter struct, in the order the device-side assertions are generated.
 pub const ALL: &[Layout] = &[
     VecaddParams::LAYOUT,
     SiluMulParams::LAYOUT,
     RmsnormParams::LAYOUT,
+    SoftmaxParams::LAYOUT,
 ];
 
 /// The byte size of the field `p` points into (used by the generated device-side assertions:
@@ -98,6 +108,7 @@ mod tests {
         assert_eq!(offsets, [0, 8, 16]);
         assert_eq!(RmsnormParams::LAYOUT.fields[2].name, "eps");
         assert_eq!(RmsnormParams::LAYOUT.fields[2].size, 4);
-        assert_eq!(ALL.len(), 3);
+        assert_eq!(ALL.len(), 4);
+        assert_eq!(SoftmaxParams::LAYOUT.size, 16);
     }
 }

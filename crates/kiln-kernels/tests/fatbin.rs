@@ -178,7 +178,7 @@ fn every_rust_kernel_is_in_every_target_per_cuobjdump() {
     let manifest = kiln_kernels::manifest();
     let rust: Vec<&str> = manifest.kernels_in("rust");
     let mut want = Vec::new();
-    for op in ["vecadd", "silu_mul", "rmsnorm"] {
+    for op in ["vecadd", "silu_mul", "rmsnorm", "softmax"] {
         for dtype in ["f32", "f16", "bf16"] {
             want.push(format!("rs_{op}_{dtype}"));
         }

@@ -22,6 +22,10 @@ pub struct Toolchain {
     /// Exact `rustc -vV` release of the kernel rustc without Nix (kernels/rust, built for
     /// nvptx64-nvidia-cuda with `-Zbuild-std=core`; Debian's rustc-web + rust-web-src).
     pub kernel_rustc: String,
+    /// The tested fallback release of the kernel rustc (`kernel-rustc-fallback`), installed
+    /// when apt no longer offers `kernel-rustc`; kiln-build accepts either.
+    #[serde(default)]
+    pub kernel_rustc_fallback: Option<String>,
     pub maturin: String,
 }
 
@@ -288,6 +292,9 @@ impl Pins {
             ("kernel-rustc", &raw.toolchain.kernel_rustc),
         ] {
             validate_version(field, value)?;
+        }
+        if let Some(v) = &raw.toolchain.kernel_rustc_fallback {
+            validate_version("kernel-rustc-fallback", v)?;
         }
         if !raw
             .toolchain

@@ -75,15 +75,33 @@ pub fn rs_rmsnorm<'py>(
     )
 }
 
+/// Numerically stable softmax over the last dimension, by the Rust kernel.
+#[pyfunction(name = "softmax")]
+#[pyo3(signature = (x, *, out = None, stream = None))]
+pub fn rs_softmax<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    out: Option<&Bound<'py, PyAny>>,
+    stream: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let call = Call::gather(py, &[("x", x)], out, stream, None, Runs::OnStream)?;
+    call.run(
+        py,
+        |g, v| g.rs().softmax(&v[0]),
+        |g, v, o| g.rs().softmax_into(&v[0], o),
+    )
+}
+
 /// Adds the `rs` submodule to `kiln._kiln` (re-exported as `kiln.rs`).
 pub fn add_submodule(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     let rs = PyModule::new(parent.py(), "rs")?;
     rs.add(
         "__doc__",
-        "kiln's kernels written in Rust (kernels/rust): vecadd, silu_mul, rmsnorm — the same DLPack contract and results as the C++ kernels at the top level.",
+        "kiln's kernels written in Rust (kernels/rust): vecadd, silu_mul, rmsnorm, softmax — the same DLPack contract and results as the C++ kernels at the top level.",
     )?;
     rs.add_function(wrap_pyfunction!(rs_vecadd, &rs)?)?;
     rs.add_function(wrap_pyfunction!(rs_silu_mul, &rs)?)?;
     rs.add_function(wrap_pyfunction!(rs_rmsnorm, &rs)?)?;
+    rs.add_function(wrap_pyfunction!(rs_softmax, &rs)?)?;
     parent.add_submodule(&rs)
 }

@@ -52,7 +52,7 @@ def test_rust_kernels_are_recorded_and_callable():
     info = kiln.build_info()
     langs = info["kernel_languages"]
     rust = sorted(k for k, lang in langs.items() if lang == "rust")
-    assert rust == sorted(f"rs_{op}_{dt}" for op in ("vecadd", "silu_mul", "rmsnorm") for dt in ("f32", "f16", "bf16"))
+    assert rust == sorted(f"rs_{op}_{dt}" for op in ("vecadd", "silu_mul", "rmsnorm", "softmax") for dt in ("f32", "f16", "bf16"))
     assert langs["vecadd_f32"] == "cuda"
     assert "release: " in info["kernel_rustc_version"]
     for t in info["targets"]:
@@ -64,6 +64,8 @@ def test_rust_kernels_are_recorded_and_callable():
             fn(x, x)
     with pytest.raises(kiln.NoDriverError):
         kiln.rs.rmsnorm(x.reshape(1, 7), x)
+    with pytest.raises(kiln.NoDriverError):
+        kiln.rs.softmax(x.reshape(1, 7))
 
 
 def test_gpu_calls_raise_no_driver_error():

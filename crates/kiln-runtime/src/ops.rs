@@ -61,13 +61,13 @@ pub(crate) const VECADD_UNROLL: u64 = 4;
 /// Elements per thread softmax keeps in registers (`EPT` in softmax.cu).
 const SOFTMAX_EPT: usize = 32;
 /// Smallest softmax block: short rows (one warp each) are packed several to a block.
-const SOFTMAX_MIN_BLOCK: u32 = 128;
+pub(crate) const SOFTMAX_MIN_BLOCK: u32 = 128;
 /// Largest gridDim.x; grid-stride loops cover anything beyond.
 pub(crate) const MAX_GRID_X: u64 = (1 << 31) - 1;
 
 /// Threads per softmax row (`group_threads` in softmax.cu, same rule): the smallest power of
 /// two ≥ 32 with SOFTMAX_EPT elements per thread covering the row, at most 1024.
-fn softmax_group(cols: usize) -> u32 {
+pub(crate) fn softmax_group(cols: usize) -> u32 {
     let mut g = 32usize;
     while g < 1024 && g * SOFTMAX_EPT < cols {
         g <<= 1;

@@ -7,13 +7,15 @@
 use std::ffi::c_void;
 use std::mem::{align_of, offset_of, size_of};
 
-use kiln_kernel_params::{RmsnormParams, SiluMulParams, VecaddParams};
+use kiln_kernel_params::{RmsnormParams, SiluMulParams, SoftmaxParams, VecaddParams};
 use kiln_kernels::abi;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::ops::{packs, row_block, BLOCK, MAX_GRID_X, VECADD_UNROLL};
+use crate::ops::{
+    packs, row_block, softmax_group, BLOCK, MAX_GRID_X, SOFTMAX_MIN_BLOCK, VECADD_UNROLL,
+};
 use crate::tensor::{Tensor, View};
 use crate::validate;
 
@@ -31,6 +33,7 @@ macro_rules! same_layout {
 }
 same_layout!(SiluMulParams, abi::KilnSiluMulParams, n);
 same_layout!(RmsnormParams, abi::KilnRmsnormParams, rows, cols, eps);
+same_layout!(SoftmaxParams, abi::KilnSoftmaxParams, rows, cols);
 
 /// Pointers to each kernel argument, in order (`cuLaunchKernel`'s `kernelParams`).
 macro_rules! args {
@@ -174,5 +177,47 @@ impl RustKernels<'_> {
         let grid = g.rows_grid(name, rows, block, 0)?;
         // SAFETY: rs_rmsnorm_T(RmsnormParams, *const T, *const T, *mut T).
         unsafe { g.launch(name, grid, block, 0, &mut args![p, px, pw, po]) }
+    }
+
+    /// Numerically stable softmax over the last dim — [`Gpu::softmax`]'s twin (group
+    /// reductions through warp shuffles and shared memory, rows held in registers).
+    pub fn softmax(&self, x: &View) -> Result<Tensor> {
+        let g = self.gpu;
+        validate::softmax(x)?;
+        g.check_view("rs.softmax x", x)?;
+        let out = Tensor::alloc(g, x.dtype, x.shape.clone())?;
+        self.softmax_launch(x, &out.view())?;
+        Ok(out)
+    }
+
+    /// [`RustKernels::softmax`] into the caller's `out` (no allocation).
+    pub fn softmax_into(&self, x: &View, out: &View) -> Result<()> {
+        let g = self.gpu;
+        validate::softmax(x)?;
+        g.check_view("rs.softmax x", x)?;
+        g.check_out("rs.softmax", out, x.dtype, &x.shape, &[x])?;
+        self.softmax_launch(x, out)
+    }
+
+    fn softmax_launch(&self, x: &View, out: &View) -> Result<()> {
+        let g = self.gpu;
+        let (rows, cols) = validate::softmax(x)?;
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let name = rs_kernel!("softmax", x.dtype);
+        let mut p = SoftmaxParams {
+            rows: rows as u64,
+            cols: cols as u64,
+        };
+        let (mut px, mut po) = (x.ptr, out.ptr);
+        // The C++ twin's geometry: one group of `group` threads per row, several short rows
+        // per block, a grid over all rows.
+        let group = softmax_group(cols);
+        let block = g.block_for(name, group.max(SOFTMAX_MIN_BLOCK))?;
+        let rows_per_block = (block / group.min(block)).max(1) as u64;
+        let grid = (rows as u64).div_ceil(rows_per_block).clamp(1, MAX_GRID_X) as u32;
+        // SAFETY: rs_softmax_T(SoftmaxParams, *const T, *mut T).
+        unsafe { g.launch(name, grid, block, 0, &mut args![p, px, po]) }
     }
 }

@@ -104,6 +104,17 @@ fn ref_rmsnorm(x: &[f32], w: &[f32], cols: usize, eps: f32, dtype: DType) -> Vec
         .collect()
 }
 
+fn ref_softmax(x: &[f32], cols: usize, dtype: DType) -> Vec<f32> {
+    x.chunks(cols)
+        .flat_map(|row| {
+            let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+            let s: f64 = row.iter().map(|&v| (v as f64 - m).exp()).sum();
+            row.iter()
+                .map(move |&v| r::round_to(((v as f64 - m).exp() / s) as f32, dtype))
+        })
+        .collect()
+}
+
 /// Every (op, dtype, shape) compared twice: Rust vs the f64 reference, Rust vs C++.
 #[derive(Default)]
 struct Report {
@@ -263,6 +274,61 @@ fn rust_rmsnorm_matches_f64_and_cpp() {
     rep.finish("rs.rmsnorm");
 }
 
+/// (rows, cols): one warp per row up to 1024 columns, larger groups (shared-memory step) up
+/// to 32768, the two-pass path beyond and for odd (unaligned) widths; many short rows per
+/// block; large logits on every third shape.
+const SOFTMAX: &[(usize, usize)] = &[
+    (1, 1),
+    (1, 7),
+    (3, 8),
+    (5, 9),
+    (2, 32),
+    (3, 33),
+    (7, 64),
+    (16, 128),
+    (9, 255),
+    (8, 256),
+    (6, 1000),
+    (4, 1024),
+    (3, 1031),
+    (2, 2048),
+    (64, 4096),
+    (1, 8193),
+    (2, 16384),
+    (2, 32768),
+    (1, 40000),
+    (1000, 17),
+    (4097, 64),
+    (3, 100_003),
+];
+
+#[test]
+fn rust_softmax_matches_f64_and_cpp() {
+    let Some(gpu) = gpu() else { return };
+    let mut rep = Report::default();
+    let mut rng = Rng(13);
+    for dtype in DType::FLOATS {
+        let tol = Tolerance::for_dtype(dtype);
+        for (i, &(rows, cols)) in SOFTMAX.iter().filter(|&&(r, c)| keep(r * c)).enumerate() {
+            let misalign = i % 5 == 4;
+            let scale = if i % 3 == 2 { 40.0 } else { 2.0 };
+            let x = rng.values(rows * cols, -scale, scale, dtype);
+            let dx = upload(&gpu, &x, dtype, &[rows, cols], misalign);
+            let rust = gpu.rs().softmax(&dx.view).unwrap();
+            let cxx = gpu.softmax(&dx.view).unwrap();
+            let m = if misalign { " misaligned" } else { "" };
+            rep.check(
+                format!("rs.softmax {dtype} [{rows}, {cols}]{m}"),
+                &rust,
+                &cxx,
+                &ref_softmax(&x, cols, dtype),
+                tol,
+            );
+        }
+    }
+    rep.finish("rs.softmax");
+}
+
 /// The same host-side contract as the C++ ops: bad shapes and dtypes are errors, not launches.
 #[test]
 fn rust_ops_reject_bad_inputs() {
@@ -280,4 +346,8 @@ fn rust_ops_reject_bad_inputs() {
     ));
     let w = Tensor::from_host(&gpu, &[0u8; 8], DType::F32, vec![2]).unwrap();
     assert!(gpu.rs().rmsnorm(&a.view(), &w.view(), 1e-5).is_err());
+    assert!(matches!(
+        gpu.rs().softmax(&ids.view()),
+        Err(Error::DType(_))
+    ));
 }

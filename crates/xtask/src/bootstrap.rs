@@ -157,22 +157,32 @@ fn kernel_rustc(pins: &Pins) -> Result<String> {
         Err(_) => {}
     }
     // By version: Debian 12 carries two rustc-web releases (bookworm 1.85, bookworm-security
-    // 1.96) and a plain install takes the newest, which is not the pin.
-    let packages: Vec<String> = debian_kernel_rustc_packages()
-        .iter()
-        .map(|p| format!("{p}={}*", pins.toolchain.kernel_rustc))
-        .collect();
-    eprintln!(
-        "  install  {:<11} apt-get install --allow-downgrades {}",
-        "rust-kernel",
-        packages.join(" ")
-    );
-    run_checked(
-        Command::new("apt-get")
-            .args(["install", "-y", "-qq", "--allow-downgrades"])
-            .args(&packages),
-    )
-    .context("installing the kernel rustc with apt-get (run `apt-get update` first if the version is not found)")?;
+    // 1.96) and a plain install takes the newest, which is not the pin. When the pin has left
+    // the archive, the tested fallback (`kernel-rustc-fallback`), as .ci/run does.
+    let mut releases = vec![pins.toolchain.kernel_rustc.clone()];
+    releases.extend(pins.toolchain.kernel_rustc_fallback.clone());
+    let mut result = Ok(());
+    for release in &releases {
+        let packages: Vec<String> = debian_kernel_rustc_packages()
+            .iter()
+            .map(|p| format!("{p}={release}*"))
+            .collect();
+        eprintln!(
+            "  install  {:<11} apt-get install --allow-downgrades {}",
+            "rust-kernel",
+            packages.join(" ")
+        );
+        result = run_checked(
+            Command::new("apt-get")
+                .args(["install", "-y", "-qq", "--allow-downgrades"])
+                .args(&packages),
+        )
+        .map(drop);
+        if result.is_ok() {
+            break;
+        }
+    }
+    result.context("installing the kernel rustc with apt-get (run `apt-get update` first if the version is not found)")?;
     let r = kiln_build::rust::locate(&env, pins).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(describe(&r))
 }

@@ -40,17 +40,57 @@ pub fn aligned16<T>(p: *const T) -> bool {
     (p as usize) & 15 == 0
 }
 
-/// Pack `i` of a 16-byte aligned global array.
+/// Pack `i` of a 16-byte aligned global array, through the read-only data path
+/// (`ld.global.nc`: LDG.E.128.CONSTANT, what nvcc emits for the C++ twins' `const T*
+/// __restrict__` inputs). Valid because no kernel writes memory it reads: kiln-runtime
+/// rejects an output that overlaps an input.
 ///
 /// # Safety
-/// `base` is 16-byte aligned global memory holding pack `i`.
+/// `base` is 16-byte aligned global memory holding pack `i`, not written during the kernel.
 #[inline(always)]
 pub unsafe fn load_pack<T>(base: *const T, i: u64) -> Pack {
     let p = (base as *const Pack).add(i as usize);
     let (a, b, c, d): (u32, u32, u32, u32);
-    asm!("ld.global.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+    asm!("ld.global.nc.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}];",
         p = in(reg64) p, a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
-        options(readonly, nostack, preserves_flags));
+        options(pure, readonly, nostack, preserves_flags));
+    [a, b, c, d]
+}
+
+/// Pack `i` if `cond`, else zeros — one predicated load, no branch. A load under an `if`
+/// that holds other work leaves a branch around each load, and ptxas then issues the loads
+/// one round trip after another (measured: rs_rmsnorm_f16's four row loads were serialized
+/// this way, see docs/rust-kernels-sass.md); predicated, they are all in flight at once, as
+/// nvcc's if-converted loads are.
+///
+/// # Safety
+/// When `cond` holds, as [`load_pack`]; otherwise nothing is read (the address is computed
+/// with wrapping arithmetic and never dereferenced).
+#[inline(always)]
+pub unsafe fn load_pack_if<T>(cond: bool, base: *const T, i: u64) -> Pack {
+    let p = (base as *const Pack).wrapping_add(i as usize);
+    let (a, b, c, d): (u32, u32, u32, u32);
+    asm!("{{ .reg .pred p; setp.ne.u32 p, {c0}, 0; mov.b32 {a}, 0; mov.b32 {b}, 0; mov.b32 {c}, 0; mov.b32 {d}, 0;",
+        "@p ld.global.nc.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}]; }}",
+        c0 = in(reg32) cond as u32, p = in(reg64) p,
+        a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+        options(pure, readonly, nostack, preserves_flags));
+    [a, b, c, d]
+}
+
+/// `v`, unchanged, but as a value LLVM cannot see through: what was computed from the
+/// old value is not reused for the new one. rmsnorm passes its cached row through this after
+/// the block reduction, so the 16-bit halves are widened again (HADD2.F32, cheap) rather than
+/// their 32 widened floats being kept live across the barrier — which is what LLVM's CSE of
+/// the pure `cvt` did: 71 registers for rs_rmsnorm_f16 against the C++ twin's 51.
+#[inline(always)]
+pub fn opaque(v: Pack) -> Pack {
+    let [mut a, mut b, mut c, mut d] = v;
+    // SAFETY: an empty instruction sequence.
+    unsafe {
+        asm!("// opaque {a} {b} {c} {d}", a = inout(reg32) a, b = inout(reg32) b,
+            c = inout(reg32) c, d = inout(reg32) d, options(nomem, nostack, preserves_flags));
+    }
     [a, b, c, d]
 }
 
@@ -84,25 +124,64 @@ pub fn sync_threads() {
 }
 
 // 32 floats of static shared memory: the block reduction's scratch (`__shared__ float
-// scratch[32]` in rmsnorm.cu).
+// scratch[32]` in rmsnorm.cu), and a second array for softmax's (max, sum) pairs
+// (`scratch_s` in softmax.cu). A kernel is given only the arrays it references.
 global_asm!(".shared .align 4 .b8 kiln_rs_scratch[128];");
+global_asm!(".shared .align 4 .b8 kiln_rs_scratch2[128];");
+
+/// One of the two 32-float shared arrays.
+#[derive(Clone, Copy)]
+pub enum Scratch {
+    A,
+    B,
+}
+
+/// # Safety
+/// `i < 32`.
+#[inline(always)]
+pub unsafe fn scratch_store_in(s: Scratch, i: u32, v: f32) {
+    match s {
+        Scratch::A => {
+            asm!("{{ .reg .u32 a; mov.u32 a, kiln_rs_scratch; mad.lo.u32 a, {i}, 4, a; st.shared.f32 [a], {v}; }}",
+            i = in(reg32) i, v = in(reg32) v, options(nostack, preserves_flags))
+        }
+        Scratch::B => {
+            asm!("{{ .reg .u32 a; mov.u32 a, kiln_rs_scratch2; mad.lo.u32 a, {i}, 4, a; st.shared.f32 [a], {v}; }}",
+            i = in(reg32) i, v = in(reg32) v, options(nostack, preserves_flags))
+        }
+    }
+}
+
+/// # Safety
+/// `i < 32`.
+#[inline(always)]
+pub unsafe fn scratch_load_in(s: Scratch, i: u32) -> f32 {
+    let r: f32;
+    match s {
+        Scratch::A => {
+            asm!("{{ .reg .u32 a; mov.u32 a, kiln_rs_scratch; mad.lo.u32 a, {i}, 4, a; ld.shared.f32 {r}, [a]; }}",
+            i = in(reg32) i, r = out(reg32) r, options(readonly, nostack, preserves_flags))
+        }
+        Scratch::B => {
+            asm!("{{ .reg .u32 a; mov.u32 a, kiln_rs_scratch2; mad.lo.u32 a, {i}, 4, a; ld.shared.f32 {r}, [a]; }}",
+            i = in(reg32) i, r = out(reg32) r, options(readonly, nostack, preserves_flags))
+        }
+    }
+    r
+}
 
 /// # Safety
 /// `i < 32`.
 #[inline(always)]
 pub unsafe fn scratch_store(i: u32, v: f32) {
-    asm!("{{ .reg .u32 a; mov.u32 a, kiln_rs_scratch; mad.lo.u32 a, {i}, 4, a; st.shared.f32 [a], {v}; }}",
-        i = in(reg32) i, v = in(reg32) v, options(nostack, preserves_flags));
+    scratch_store_in(Scratch::A, i, v)
 }
 
 /// # Safety
 /// `i < 32`.
 #[inline(always)]
 pub unsafe fn scratch_load(i: u32) -> f32 {
-    let r: f32;
-    asm!("{{ .reg .u32 a; mov.u32 a, kiln_rs_scratch; mad.lo.u32 a, {i}, 4, a; ld.shared.f32 {r}, [a]; }}",
-        i = in(reg32) i, r = out(reg32) r, options(readonly, nostack, preserves_flags));
-    r
+    scratch_load_in(Scratch::A, i)
 }
 
 /// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it, and
@@ -152,7 +231,7 @@ fn ex2_ftz(x: f32) -> f32 {
 }
 
 #[inline(always)]
-fn fma(a: f32, b: f32, c: f32) -> f32 {
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     let r: f32;
     // SAFETY: arithmetic only.
     unsafe {
@@ -184,6 +263,19 @@ pub fn exp(x: f32) -> f32 {
     } else {
         r
     }
+}
+
+/// 2^x as CUDA's `exp2f`: `ex2.approx.f32` (not `.ftz`: ptxas adds the subnormal scaling,
+/// as it does for the C++ twin).
+#[inline(always)]
+pub fn exp2(x: f32) -> f32 {
+    let r: f32;
+    // SAFETY: arithmetic only.
+    unsafe {
+        asm!("ex2.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x,
+            options(pure, nomem, nostack, preserves_flags))
+    };
+    r
 }
 
 /// 1/sqrt(x), `rsqrt.approx` as CUDA's `rsqrtf`.

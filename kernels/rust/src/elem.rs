@@ -20,6 +20,10 @@ pub trait Elem: Copy {
     fn map_pack(a: &Pack, b: &Pack, f: impl Fn(f32, f32) -> f32) -> Pack;
     /// `acc = f(acc, x[e])` over the elements in memory order.
     fn fold_pack(acc: f32, x: &Pack, f: impl Fn(f32, f32) -> f32) -> f32;
+    /// The pack's N elements as f32 (elements past N are 0).
+    fn unpack(x: &Pack) -> [f32; 8];
+    /// The first N values, rounded into a pack.
+    fn pack(v: &[f32; 8]) -> Pack;
 }
 
 impl Elem for f32 {
@@ -44,6 +48,20 @@ impl Elem for f32 {
         let acc = f(acc, f32::from_bits(x[2]));
         f(acc, f32::from_bits(x[3]))
     }
+    #[inline(always)]
+    fn unpack(x: &Pack) -> [f32; 8] {
+        let w = |i: usize| f32::from_bits(x[i]);
+        [w(0), w(1), w(2), w(3), 0.0, 0.0, 0.0, 0.0]
+    }
+    #[inline(always)]
+    fn pack(v: &[f32; 8]) -> Pack {
+        [
+            v[0].to_bits(),
+            v[1].to_bits(),
+            v[2].to_bits(),
+            v[3].to_bits(),
+        ]
+    }
 }
 
 /// 16-bit storage types: two per 32-bit word, the lower address in the low half.
@@ -52,6 +70,11 @@ trait Half16: Copy {
     fn from_bits(b: u16) -> Self;
     fn widen(b: u16) -> f32;
     fn narrow(v: f32) -> u16;
+    /// Two values rounded into one word, `lo` in the low half: one `cvt.rn.{f16,bf16}x2.f32`
+    /// (F2FP.PACK_AB, what nvcc emits for the C++ twins' packs). Two scalar `cvt`s plus the
+    /// shift and OR cost twice the conversions (F2F) and a PRMT/LOP3 besides (measured in
+    /// docs/rust-kernels-sass.md).
+    fn narrow2(lo: f32, hi: f32) -> u32;
 }
 
 macro_rules! half_elem {
@@ -71,9 +94,7 @@ macro_rules! half_elem {
                 let lo = |x: u32| <$t as Half16>::widen(x as u16);
                 let hi = |x: u32| <$t as Half16>::widen((x >> 16) as u16);
                 let w = |i: usize| {
-                    let l = <$t as Half16>::narrow(f(lo(a[i]), lo(b[i]))) as u32;
-                    let h = <$t as Half16>::narrow(f(hi(a[i]), hi(b[i]))) as u32;
-                    l | (h << 16)
+                    <$t as Half16>::narrow2(f(lo(a[i]), lo(b[i])), f(hi(a[i]), hi(b[i])))
                 };
                 [w(0), w(1), w(2), w(3)]
             }
@@ -85,6 +106,26 @@ macro_rules! half_elem {
                 let acc = f(f(acc, lo(x[1])), hi(x[1]));
                 let acc = f(f(acc, lo(x[2])), hi(x[2]));
                 f(f(acc, lo(x[3])), hi(x[3]))
+            }
+            #[inline(always)]
+            fn unpack(x: &Pack) -> [f32; 8] {
+                let lo = |x: u32| <$t as Half16>::widen(x as u16);
+                let hi = |x: u32| <$t as Half16>::widen((x >> 16) as u16);
+                [
+                    lo(x[0]),
+                    hi(x[0]),
+                    lo(x[1]),
+                    hi(x[1]),
+                    lo(x[2]),
+                    hi(x[2]),
+                    lo(x[3]),
+                    hi(x[3]),
+                ]
+            }
+            #[inline(always)]
+            fn pack(v: &[f32; 8]) -> Pack {
+                let w = |i: usize| <$t as Half16>::narrow2(v[2 * i], v[2 * i + 1]);
+                [w(0), w(1), w(2), w(3)]
             }
         }
     };
@@ -127,6 +168,16 @@ impl Half16 for F16 {
         };
         r
     }
+    #[inline(always)]
+    fn narrow2(lo: f32, hi: f32) -> u32 {
+        let r: u32;
+        // SAFETY: arithmetic only; the first source goes to the upper half (PTX ISA 7.0).
+        unsafe {
+            asm!("cvt.rn.f16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi,
+                lo = in(reg32) lo, options(pure, nomem, nostack, preserves_flags))
+        };
+        r
+    }
 }
 
 impl Half16 for Bf16 {
@@ -148,6 +199,16 @@ impl Half16 for Bf16 {
         unsafe {
             asm!("cvt.rn.bf16.f32 {r}, {v};", r = out(reg16) r, v = in(reg32) v,
                 options(pure, nomem, nostack, preserves_flags))
+        };
+        r
+    }
+    #[inline(always)]
+    fn narrow2(lo: f32, hi: f32) -> u32 {
+        let r: u32;
+        // SAFETY: arithmetic only; the first source goes to the upper half (sm_80, PTX 7.0).
+        unsafe {
+            asm!("cvt.rn.bf16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi,
+                lo = in(reg32) lo, options(pure, nomem, nostack, preserves_flags))
         };
         r
     }

@@ -1,5 +1,5 @@
 //! kiln's kernels in Rust (`nvptx64-nvidia-cuda`): the twins of `kernels/{vecadd,silu_mul,
-//! rmsnorm}.cu` with the same semantics (f32 math, one rounding to the output type), the same
+//! rmsnorm,softmax}.cu` with the same semantics (f32 math, one rounding to the output type), the same
 //! memory access pattern (16-byte packs, the same unrolling) and the same launch geometry
 //! (kiln-runtime's `rs` ops use the C++ twins' block/grid rules). Entry points are
 //! `rs_<op>_<dtype>`, unmangled, beside the C++ ones in one module per GPU target.
@@ -39,10 +39,34 @@ macro_rules! unroll4 {
     }};
 }
 
+/// `$body` eight times with `$k` = 0..=7 as constants (see `unroll4!`).
+macro_rules! unroll8 {
+    ($k:ident => $body:block) => {{
+        unroll4!($k => $body);
+        {
+            const $k: usize = 4;
+            $body
+        }
+        {
+            const $k: usize = 5;
+            $body
+        }
+        {
+            const $k: usize = 6;
+            $body
+        }
+        {
+            const $k: usize = 7;
+            $body
+        }
+    }};
+}
+
 mod device;
 mod elem;
 mod elementwise;
 mod rmsnorm;
+mod softmax;
 
 /// Nothing in a kernel panics (no indexing, no unwrap); an empty loop satisfies `no_std`.
 #[panic_handler]

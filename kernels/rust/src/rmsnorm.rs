@@ -25,34 +25,41 @@ unsafe fn rmsnorm<T: Elem>(p: RmsnormParams, x: *const T, w: *const T, out: *mut
         let mut ss = 0.0f32;
         let packs = cols / n;
         if vec && packs <= CACHE as u64 * bdim {
+            // All CACHE loads predicated and in flight before any arithmetic (a load inside
+            // an `if` with the sum beside it left a branch per pack and four serial round
+            // trips); a pack past the row is zeros and adds nothing.
+            // Here packs ≤ CACHE·blockDim ≤ 4096: 32-bit indices (as the C++ twin's registers
+            // are spent).
+            let (t32, b32, packs32) = (tid as u32, bdim as u32, packs as u32);
             let mut cache: [Pack; CACHE] = [[0; 4]; CACHE];
             unroll4!(K => {
-                let i = tid + K as u64 * bdim;
-                if i < packs {
-                    cache[K] = device::load_pack(xr, i);
-                    ss = T::fold_pack(ss, &cache[K], |s, f| s + f * f);
-                }
+                let i = t32 + K as u32 * b32;
+                cache[K] = device::load_pack_if(i < packs32, xr, i as u64);
+            });
+            unroll4!(K => {
+                ss = T::fold_pack(ss, &cache[K], |s, f| device::fma(f, f, s));
             });
             let scale = device::rsqrt(device::block_sum(ss) / cols as f32 + p.eps);
             unroll4!(K => {
-                let i = tid + K as u64 * bdim;
-                if i < packs {
-                    let g = device::load_pack(w, i);
-                    device::store_pack(outr, i, T::map_pack(&cache[K], &g, |x, g| x * scale * g));
+                let i = t32 + K as u32 * b32;
+                if i < packs32 {
+                    let g = device::load_pack(w, i as u64);
+                    let o = T::map_pack(&device::opaque(cache[K]), &g, |x, g| x * scale * g);
+                    device::store_pack(outr, i as u64, o);
                 }
             });
         } else {
             if vec {
                 let mut i = tid;
                 while i < packs {
-                    ss = T::fold_pack(ss, &device::load_pack(xr, i), |s, f| s + f * f);
+                    ss = T::fold_pack(ss, &device::load_pack(xr, i), |s, f| device::fma(f, f, s));
                     i += bdim;
                 }
             } else {
                 let mut i = tid;
                 while i < cols {
                     let f = (*xr.add(i as usize)).to_f32();
-                    ss += f * f;
+                    ss = device::fma(f, f, ss);
                     i += bdim;
                 }
             }

@@ -93,6 +93,8 @@ class rs:
     def rmsnorm(
         x: ArrayLike, weight: ArrayLike, eps: float = 1e-6, *, out: Optional[ArrayLike] = None, stream: StreamLike = None
     ) -> Any: ...
+    @staticmethod
+    def softmax(x: ArrayLike, *, out: Optional[ArrayLike] = None, stream: StreamLike = None) -> Any: ...
 
 def rope(
     x: ArrayLike, positions: Optional[ArrayLike] = None, *, offset: int = 0, theta: float = 10000.0,
