@@ -1,8 +1,10 @@
 # The machine-checkable columns of checks/nix/doubles/nixpkgs/facts.toml, evaluated from a
 # nixpkgs source tree: the REAL nixpkgs at the locked revision on a networked machine
 # (.github/workflows/nix.yml), the test double on every `cargo xtask nix-check` run. Returns,
-# per attribute listed in the facts file: version (or value), outputs, unfree, the systems where
-# meta.available holds, and the propagated build outputs. `cargo xtask nix-check
+# per attribute listed in the facts file: version (or value; null where the attribute has no
+# `version`, as a makeSetupHook package has none), name, outputs, unfree, the systems where
+# meta.available holds, and the propagated build outputs. Every column is evaluated for every
+# row; nix-check compares only the columns facts.toml cites. `cargo xtask nix-check
 # --evaluated-facts FILE` compares that with the committed facts and names every difference.
 { nixpkgs, facts ? ./doubles/nixpkgs/facts.toml }:
 let
@@ -18,7 +20,8 @@ let
     in
     if !(builtins.isAttrs v) then { value = v; }
     else {
-      inherit (v) version;
+      version = v.version or null;
+      name = v.name or null;
       outputs = v.outputs or [ "out" ];
       unfree = builtins.any (l: !(l.free or true)) (licences (v.meta.license or [ ]));
       platforms = builtins.filter (s: (at all.${s} name).meta.available or false) systems;

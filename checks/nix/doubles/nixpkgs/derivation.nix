@@ -29,10 +29,12 @@ let
     builder = "/bin/sh";
     args = [ "-c" "echo 'kiln nixpkgs test double: evaluation only' >&2; exit 1" ];
   });
-  attach = d: guard d // (args.passthru or { }) // {
+  # `version` only where one is known: given, or part of the name ("foo-1.2"). A name without
+  # one (a makeSetupHook package, an attribute whose version nobody checked) has no `version`.
+  version = args.version or (builtins.parseDrvName name).version;
+  attach = d: guard d // (args.passthru or { }) // (if version != "" then { inherit version; } else { }) // {
     inherit meta;
     inherit outputs;
-    version = args.version or (builtins.parseDrvName name).version;
     pname = args.pname or (builtins.parseDrvName name).name;
     overrideAttrs = f: import ./derivation.nix { inherit lib system config; } (args // f args);
   };

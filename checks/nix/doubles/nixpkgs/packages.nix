@@ -1,27 +1,32 @@
 # The packages of the nixpkgs double, generated from facts.toml (the facts about the locked
-# nixpkgs revision): every versioned attribute kiln uses, with the version, outputs, licence
-# (unfree), platforms (meta.available) and propagated outputs recorded there. Only the builders
-# and the few scalar attributes come from here; no version is written in this file.
+# nixpkgs revision): every attribute kiln uses, with exactly the columns facts.toml cites
+# (version, outputs, licence, platforms, propagated outputs). A column facts.toml does not
+# assert is not modelled: no `version` attribute (reading it fails), the default single `out`
+# output, no licence and no platform restriction. A makeSetupHook package has a name and no
+# version, as in nixpkgs. Only the builders and the few scalar attributes come from here; no
+# version is written in this file.
 { lib, system, config, mk, facts }:
 let
   # "cudaPackages_13_0.cudnn" -> a derivation at [ "cudaPackages_13_0" "cudnn" ].
   rowToValue = path: row:
     if row ? value then row.value
     else
-      mk {
-        pname = lib.last path;
-        inherit (row) version outputs;
+      mk ({
         meta = {
           # nixpkgs' shape: meta.license.free, meta.platforms (meta.available is derived).
-          license = { free = !row.unfree; };
-          inherit (row) platforms;
           mainProgram = lib.last path;
-        };
+        }
+        // (if row ? unfree then { license = { free = !row.unfree; }; } else { })
+        // (if row ? platforms then { inherit (row) platforms; } else { });
         passthru = {
           propagatedBuildOutputs = row.propagated or [ ];
-          setupHookExports = row.setup-hook or [ ];
         };
-      };
+      }
+      // (if row ? version then { pname = lib.last path; inherit (row) version; }
+      else if (row.made-by or null) == "makeSetupHook" then { inherit (row) name; }
+      # Nobody checked the version: the derivation is named without one (and has none).
+      else { name = lib.last path; })
+      // (if row ? outputs then { inherit (row) outputs; } else { }));
 
   fromFacts = builtins.foldl'
     (acc: name:

@@ -37,25 +37,170 @@ pub struct Revision {
     pub date: String,
 }
 
-/// One nixpkgs attribute (see the header of facts.toml for the columns).
+/// One nixpkgs attribute (see the header of facts.toml for the columns). Every column that is
+/// present is asserted (the double gives it, the networked run compares it with the real
+/// nixpkgs), so every present column must be named by a [`Read`] that says where it was read;
+/// a column nobody looked up is absent, never guessed.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Row {
     pub version: Option<String>,
     pub value: Option<String>,
-    #[serde(default)]
-    pub outputs: Vec<String>,
+    /// "makeSetupHook": a setup-hook package, which has a `name` and no `version`.
+    pub made_by: Option<String>,
+    pub name: Option<String>,
+    pub outputs: Option<Vec<String>>,
     pub unfree: Option<bool>,
-    #[serde(default)]
-    pub platforms: Vec<String>,
-    #[serde(default)]
-    pub propagated: Vec<String>,
-    #[serde(default)]
-    pub setup_hook: Vec<String>,
-    pub used_in: Vec<String>,
-    pub source: String,
+    pub platforms: Option<Vec<String>>,
+    pub propagated: Option<Vec<String>>,
+    pub setup_hook: Option<Vec<String>>,
     pub released: Option<String>,
-    pub checked: String,
+    pub used_in: Vec<String>,
+    #[serde(default)]
+    pub read: Vec<Read>,
+    /// Why nothing (or not everything) about this attribute is asserted.
+    pub unchecked: Option<String>,
+}
+
+/// Where a column was read: a nixpkgs file (path, the commit the reading tool named, the git
+/// blob id of the exact text read) or a nixpkgs pull request.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Read {
+    pub path: Option<String>,
+    pub commit: Option<String>,
+    pub blob: Option<String>,
+    /// When the text could not be hashed: why, and how the version read is named instead.
+    pub blob_not_computed: Option<String>,
+    pub pr: Option<u64>,
+    pub gives: Vec<String>,
+    pub says: String,
+}
+
+/// The columns a [`Read`] can give.
+pub const COLUMNS: &[&str] = &[
+    "version",
+    "value",
+    "made-by",
+    "name",
+    "outputs",
+    "unfree",
+    "platforms",
+    "propagated",
+    "setup-hook",
+    "released",
+];
+
+fn hex40(s: &str) -> bool {
+    s.len() == 40
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+impl Row {
+    /// The columns this row asserts.
+    pub fn present(&self) -> Vec<&'static str> {
+        let has = [
+            self.version.is_some(),
+            self.value.is_some(),
+            self.made_by.is_some(),
+            self.name.is_some(),
+            self.outputs.is_some(),
+            self.unfree.is_some(),
+            self.platforms.is_some(),
+            self.propagated.is_some(),
+            self.setup_hook.is_some(),
+            self.released.is_some(),
+        ];
+        COLUMNS
+            .iter()
+            .zip(has)
+            .filter(|(_, h)| *h)
+            .map(|(c, _)| *c)
+            .collect()
+    }
+
+    /// Where `column` was read.
+    pub fn cited(&self, column: &str) -> Option<&Read> {
+        self.read
+            .iter()
+            .find(|r| r.gives.iter().any(|g| g == column))
+    }
+
+    /// Every reason this row is not a cited fact; empty when it is.
+    pub fn faults(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.used_in.is_empty() {
+            out.push("needs `used-in` (a fact kiln does not use is not kept)".into());
+        }
+        if self.version.is_some() && self.value.is_some() {
+            out.push("has both `version` and `value`".into());
+        }
+        match self.made_by.as_deref() {
+            None => {}
+            Some("makeSetupHook") => {
+                if self.version.is_some() {
+                    out.push("is made by makeSetupHook, which gives no `version`".into());
+                }
+            }
+            Some(other) => out.push(format!(
+                "made-by = {other:?}: only \"makeSetupHook\" is known"
+            )),
+        }
+        let present = self.present();
+        for c in &present {
+            if self.cited(c).is_none() {
+                out.push(format!(
+                    "asserts `{c}` without a [[read]] that gives it (remove the column, or cite the nixpkgs file it was read from)"
+                ));
+            }
+        }
+        if present.is_empty() && self.unchecked.is_none() {
+            out.push("asserts nothing: say why in `unchecked`".into());
+        }
+        for (i, r) in self.read.iter().enumerate() {
+            for g in &r.gives {
+                if !COLUMNS.contains(&g.as_str()) {
+                    out.push(format!("read {i} gives unknown column `{g}`"));
+                } else if !present.contains(&g.as_str()) {
+                    out.push(format!("read {i} gives `{g}`, which the row does not have"));
+                }
+            }
+            if r.says.is_empty() {
+                out.push(format!("read {i} needs `says` (what the source says)"));
+            }
+            match (&r.path, r.pr) {
+                (Some(path), None) => {
+                    if !path.starts_with("pkgs/") {
+                        out.push(format!(
+                            "read {i}: {path} is not a nixpkgs file path (pkgs/...)"
+                        ));
+                    }
+                    // The blob id names the content; the commit where the tool named one.
+                    if r.blob.is_none() && !r.commit.as_deref().is_some_and(hex40) {
+                        out.push(format!("read {i} ({path}) without a blob id needs the 40-hex `commit` the reading tool named"));
+                    }
+                    if r.commit.as_deref().is_some_and(|c| !hex40(c)) {
+                        out.push(format!("read {i} ({path}): `commit` is not 40 hex digits"));
+                    }
+                    match (&r.blob, &r.blob_not_computed) {
+                        (Some(b), None) if hex40(b) => {}
+                        (None, Some(why)) if !why.is_empty() => {}
+                        _ => out.push(format!(
+                            "read {i} ({path}) needs the 40-hex git `blob` id of the text read (git hash-object), or `blob-not-computed` saying why"
+                        )),
+                    }
+                }
+                (None, Some(_)) => {
+                    if r.commit.is_some() || r.blob.is_some() {
+                        out.push(format!("read {i}: a PR citation has no commit or blob"));
+                    }
+                }
+                _ => out.push(format!("read {i} needs exactly one of `path`, `pr`")),
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -69,17 +214,17 @@ impl Facts {
     pub fn parse(text: &str) -> Result<Facts> {
         let facts: Facts =
             toml::from_str(text).with_context(|| format!("{FACTS_FILE} is not valid"))?;
-        for (name, row) in &facts.attr {
-            if row.used_in.is_empty() || row.source.is_empty() || row.checked.is_empty() {
-                anyhow::bail!(
-                    "{FACTS_FILE}: [attr.\"{name}\"] needs `used-in`, `source` and `checked` (a fact without a use or a source is not kept)"
-                );
-            }
-            if row.version.is_none() == row.value.is_none() {
-                anyhow::bail!(
-                    "{FACTS_FILE}: [attr.\"{name}\"] needs exactly one of `version`, `value`"
-                );
-            }
+        let faults: Vec<String> = facts
+            .attr
+            .iter()
+            .flat_map(|(name, row)| {
+                row.faults()
+                    .into_iter()
+                    .map(move |f| format!("[attr.\"{name}\"] {f}"))
+            })
+            .collect();
+        if !faults.is_empty() {
+            anyhow::bail!("{FACTS_FILE}:\n{}", faults.join("\n"));
         }
         Ok(facts)
     }
@@ -96,8 +241,8 @@ impl Facts {
     fn released(&self, component: &str, attr: Option<&str>, version: &str) -> Option<(&str, &str)> {
         if let Some(row) = attr.and_then(|a| self.attr.get(a)) {
             if row.version.as_deref().map(release) == Some(version) {
-                if let Some(d) = &row.released {
-                    return Some((d, &row.source));
+                if let (Some(d), Some(r)) = (&row.released, row.cited("released")) {
+                    return Some((d, r.says.as_str()));
                 }
             }
         }
@@ -314,6 +459,8 @@ pub fn compare_evaluated(facts: &Facts, evaluated: &Value) -> Vec<String> {
                 ));
             }
         };
+        // Only the columns the row asserts: a column nobody looked up is absent and compared
+        // with nothing (the evaluated JSON still shows it, for whoever looks it up next).
         if let Some(value) = &row.value {
             differs(
                 "value",
@@ -322,31 +469,53 @@ pub fn compare_evaluated(facts: &Facts, evaluated: &Value) -> Vec<String> {
             );
             continue;
         }
-        differs(
-            "version",
-            row.version.clone().unwrap_or_default(),
-            e["version"].as_str().unwrap_or("?").to_string(),
-        );
-        differs(
-            "outputs",
-            format!("{:?}", row.outputs),
-            format!("{:?}", strings(&e["outputs"])),
-        );
-        differs(
-            "unfree",
-            format!("{:?}", row.unfree),
-            format!("{:?}", e["unfree"].as_bool()),
-        );
-        differs(
-            "platforms",
-            format!("{:?}", row.platforms),
-            format!("{:?}", strings(&e["platforms"])),
-        );
-        differs(
-            "propagated",
-            format!("{:?}", row.propagated),
-            format!("{:?}", strings(&e["propagated"])),
-        );
+        let got_version = match &e["version"] {
+            Value::Null => "no version".to_string(),
+            v => v.as_str().unwrap_or("?").to_string(),
+        };
+        if let Some(v) = &row.version {
+            differs("version", v.clone(), got_version);
+        } else if row.made_by.as_deref() == Some("makeSetupHook") {
+            // A setup hook has no version; one that gains one is another thing than we read.
+            differs("version", "no version".into(), got_version);
+        }
+        if let Some(n) = &row.name {
+            differs(
+                "name",
+                n.clone(),
+                e["name"].as_str().unwrap_or("?").to_string(),
+            );
+        }
+        if let Some(o) = &row.outputs {
+            differs(
+                "outputs",
+                format!("{o:?}"),
+                format!("{:?}", strings(&e["outputs"])),
+            );
+        }
+        if let Some(u) = row.unfree {
+            differs(
+                "unfree",
+                format!("{u:?}"),
+                format!("{:?}", e["unfree"].as_bool())
+                    .replace("Some(", "")
+                    .replace(')', ""),
+            );
+        }
+        if let Some(p) = &row.platforms {
+            differs(
+                "platforms",
+                format!("{p:?}"),
+                format!("{:?}", strings(&e["platforms"])),
+            );
+        }
+        if let Some(p) = &row.propagated {
+            differs(
+                "propagated",
+                format!("{p:?}"),
+                format!("{:?}", strings(&e["propagated"])),
+            );
+        }
     }
     out
 }
@@ -370,20 +539,26 @@ pub fn check(root: &Path) -> Result<String> {
     if !found.is_empty() {
         anyhow::bail!("{}", found.join("\n"));
     }
-    let checked = facts.attr.values().filter(|r| r.checked != "no").count();
-    let hooks: Vec<String> = facts
+    let asserted: usize = facts.attr.values().map(|r| r.present().len()).sum();
+    let unchecked: Vec<&str> = facts
         .attr
         .iter()
-        .filter(|(_, r)| !r.setup_hook.is_empty())
-        .map(|(n, r)| format!("{n} sets {}", r.setup_hook.join(", ")))
+        .filter(|(_, r)| r.present().is_empty())
+        .map(|(n, _)| n.as_str())
         .collect();
+    let unhashed = facts
+        .attr
+        .values()
+        .flat_map(|r| &r.read)
+        .filter(|r| r.path.is_some() && r.blob.is_none())
+        .count();
     Ok(format!(
-        "nixpkgs {} ({}): {} attributes ({} checked against nixpkgs sources), pins agree, none newer than the lock; setup hooks: {}",
+        "nixpkgs {} ({}): {} attributes, {asserted} cited columns ({unhashed} reads without a blob id); \
+         not asserted (nobody checked them): {}; pins agree, none newer than the lock",
         &facts.nixpkgs.rev[..8],
         facts.nixpkgs.date,
         facts.attr.len(),
-        checked,
-        hooks.join("; ")
+        if unchecked.is_empty() { "none".to_string() } else { unchecked.join(", ") },
     ))
 }
 
@@ -498,16 +673,100 @@ mod tests {
     fn every_row_is_cited() {
         let (facts, _, _) = load();
         for (name, row) in &facts.attr {
-            assert!(
-                !row.source.is_empty() && !row.used_in.is_empty() && !row.checked.is_empty(),
-                "{name}"
-            );
-            if row.version.is_some() {
-                assert!(
-                    !row.outputs.is_empty() && row.unfree.is_some() && !row.platforms.is_empty(),
-                    "{name}"
-                );
-            }
+            assert_eq!(row.faults(), Vec::<String>::new(), "{name}");
         }
+    }
+
+    fn row<'a>(facts: &'a mut Facts, name: &str) -> &'a mut Row {
+        facts.attr.get_mut(name).unwrap()
+    }
+
+    /// The issue's finding: nvcc, cccl and libnvvm have one output in nixpkgs, with the file
+    /// that says so.
+    #[test]
+    fn single_output_cuda_parts_say_out_with_their_citation() {
+        let (facts, _, _) = load();
+        for (attr, file) in [
+            ("cuda_nvcc", "cuda_nvcc.nix"),
+            ("cuda_cccl", "cuda_cccl.nix"),
+            ("libnvvm", "libnvvm.nix"),
+        ] {
+            let r = &facts.attr[&format!("cudaPackages_13_0.{attr}")];
+            assert_eq!(
+                r.outputs.as_deref(),
+                Some(&["out".to_string()][..]),
+                "{attr}"
+            );
+            let read = r.cited("outputs").expect(attr);
+            assert_eq!(
+                read.path.as_deref(),
+                Some(format!("pkgs/development/cuda-modules/packages/{file}").as_str())
+            );
+            assert!(read.blob.as_deref().is_some_and(hex40), "{attr}");
+            assert!(
+                read.says.contains("outputs = [ \"out\" ]"),
+                "{attr}: {}",
+                read.says
+            );
+        }
+    }
+
+    /// Deliberate breaks of the citation rule: a value without a read, a read without a blob,
+    /// a setup hook with a version.
+    #[test]
+    fn an_uncited_column_is_refused() {
+        let (mut facts, _, _) = load();
+        row(&mut facts, "python3").version = Some("3.13.6".into());
+        let f = row(&mut facts, "python3").faults().join("\n");
+        assert!(f.contains("asserts `version` without a [[read]]"), "{f}");
+
+        let (mut facts, _, _) = load();
+        let r = row(&mut facts, "cudaPackages_13_0.cuda_cccl");
+        r.read.iter_mut().for_each(|r| r.blob = None);
+        let f = r.faults().join("\n");
+        assert!(f.contains("needs the 40-hex git `blob` id"), "{f}");
+
+        let (mut facts, _, _) = load();
+        let r = row(&mut facts, "autoAddDriverRunpath");
+        r.version = Some("0".into());
+        let f = r.faults().join("\n");
+        assert!(
+            f.contains("made by makeSetupHook, which gives no `version`"),
+            "{f}"
+        );
+    }
+
+    /// Only cited columns are compared; a setup hook must evaluate without a version.
+    #[test]
+    fn comparison_skips_unchecked_columns_and_wants_no_version_for_a_hook() {
+        let (facts, _, _) = load();
+        let mut evaluated = serde_json::Map::new();
+        for (name, r) in &facts.attr {
+            let mut e = serde_json::json!({
+                "version": r.version.clone().or(r.value.clone().map(|_| String::new())),
+                "value": r.value,
+                "name": r.name,
+                "outputs": r.outputs.clone().unwrap_or_else(|| vec!["whatever".into()]),
+                "unfree": r.unfree.unwrap_or(false),
+                "platforms": r.platforms.clone().unwrap_or_default(),
+                "propagated": r.propagated.clone().unwrap_or_default(),
+            });
+            if r.version.is_none() && r.made_by.is_none() && r.value.is_none() {
+                e["version"] = "1.2.3".into(); // unknown to the facts: not compared
+            }
+            evaluated.insert(name.clone(), e);
+        }
+        let mut evaluated = Value::Object(evaluated);
+        assert_eq!(compare_evaluated(&facts, &evaluated), Vec::<String>::new());
+        evaluated["autoAddDriverRunpath"]["version"] = "0".into();
+        evaluated["cudaPackages_13_0.cuda_nvcc"]["outputs"] =
+            serde_json::json!(["out", "bin", "dev", "include", "static"]);
+        let d = compare_evaluated(&facts, &evaluated).join("\n");
+        assert!(
+            d.contains("autoAddDriverRunpath.version: checks/nix/doubles/nixpkgs/facts.toml says no version")
+                && d.contains("cuda_nvcc.outputs")
+                && d.contains("[\"out\"], nixpkgs 104240a7 evaluates to [\"out\", \"bin\""),
+            "{d}"
+        );
     }
 }
