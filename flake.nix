@@ -104,6 +104,12 @@
         # The committed std lock (nix/std-lock) is the nightly's own: compared where the
         # toolchain exists, at build time, never read from it at evaluation.
         std-lock = pkgs.runCommand "kiln-std-lock" { } (s.toolchain.stdCargoLockCheck + "touch $out");
+        # The template (checks/consumer) built by lib.buildWheel as a project would, and gated
+        # against its own table: what `nix flake init -t` users run.
+        template = (libFor pkgs s).auditCheck {
+          wheel = (libFor pkgs s).buildWheel { src = ./checks/consumer; };
+          policy = ./checks/consumer/Cargo.toml;
+        };
         audit = (libFor pkgs s).auditCheck {
           inherit (s) wheel;
           policy = ./Cargo.toml;
