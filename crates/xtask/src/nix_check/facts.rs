@@ -137,12 +137,10 @@ impl Row {
             out.push("has both `version` and `value`".into());
         }
         match self.made_by.as_deref() {
-            None => {}
-            Some("makeSetupHook") => {
-                if self.version.is_some() {
-                    out.push("is made by makeSetupHook, which gives no `version`".into());
-                }
+            Some("makeSetupHook") if self.version.is_some() => {
+                out.push("is made by makeSetupHook, which gives no `version`".into());
             }
+            None | Some("makeSetupHook") => {}
             Some(other) => out.push(format!(
                 "made-by = {other:?}: only \"makeSetupHook\" is known"
             )),
