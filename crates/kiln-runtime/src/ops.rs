@@ -169,8 +169,8 @@ pub(crate) fn packs(n: usize, dtype: DType) -> u64 {
 /// What an op's inputs decide before anything is allocated or launched: the output's dtype
 /// and shape, and the inputs (one or two) that an `out` must not overlap.
 pub(crate) struct Checked<'v> {
-    dtype: DType,
-    shape: Cow<'v, [usize]>,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Cow<'v, [usize]>,
     inputs: [&'v View; 2],
     count: usize,
 }

@@ -10,9 +10,9 @@
 #[macro_use]
 mod support;
 
-use kiln_runtime::reference::{self as r, compare, Tolerance};
-use kiln_runtime::{Communicator, DType, Error, Gpu, Positions, Tensor, View};
-use support::{download, gpu, keep, upload, upload_ids, Report, Rng};
+use kiln_runtime::reference::{self as r, Tolerance};
+use kiln_runtime::{Communicator, DType, Error, Positions, View};
+use support::{download, gpu, keep, upload, upload_ids, Input, Report, Rng};
 
 const ELEMENTWISE: &[usize] = &[
     1,
