@@ -38,6 +38,9 @@ pub struct Aligned<T: ?Sized>(pub T);
 /// `MANIFEST_SECTION` there).
 #[macro_export]
 macro_rules! embed {
+    () => {
+        $crate::embed!(pub(self));
+    };
     ($vis:vis) => {
         /// The fatbin, in `.nv_fatbin`, where cuobjdump and `kiln audit` look for device code.
         #[used]
@@ -69,6 +72,9 @@ macro_rules! embed {
 /// kiln-build's bindgen wrote to `OUT_DIR/kiln_abi.rs` (with bindgen's layout tests).
 #[macro_export]
 macro_rules! abi {
+    () => {
+        $crate::abi!(pub(self));
+    };
     ($vis:vis) => {
         /// The C ABI structs shared with the kernels (bindgen output, with layout tests).
         #[allow(
