@@ -3,28 +3,11 @@
 
 use pyo3::prelude::*;
 
-/// The C ABI structs of kernels/include (bindgen output, with layout tests).
-#[allow(non_camel_case_types, non_snake_case, dead_code)]
-pub mod abi {
-    include!(concat!(env!("OUT_DIR"), "/kiln_abi.rs"));
-}
-
-#[repr(C, align(8))]
-struct Aligned<T: ?Sized>(T);
-
-/// Every target of the matrix, 8-byte aligned as `cuModuleLoadData` requires.
-#[used]
-#[link_section = ".nv_fatbin"]
-static FATBIN: Aligned<[u8; include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin")).len()]> =
-    Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin")));
-
-const MANIFEST_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels.manifest.json"));
-
-/// The manifest in its own section, so `kiln audit` compares it with the fatbin it re-reads.
-#[used]
-#[link_section = ".kiln_manifest"]
-static MANIFEST_SECTION: [u8; MANIFEST_JSON.len()] =
-    *include_bytes!(concat!(env!("OUT_DIR"), "/kernels.manifest.json"));
+// The C ABI structs of kernels/include (`abi`), every target of the matrix in `.nv_fatbin`
+// (`fatbin()`, 8-byte aligned as `cuModuleLoadData` requires) and the build manifest in
+// `.kiln_manifest` (`MANIFEST_JSON`), so `kiln audit` compares it with the fatbin it re-reads.
+kiln_embed::abi!();
+kiln_embed::embed!();
 
 /// The build manifest kiln-build wrote (JSON): the kernels each target holds, tool versions.
 #[pyfunction]
@@ -35,7 +18,7 @@ fn build_manifest() -> &'static str {
 /// The fatbin's size in bytes (load it with the CUDA driver API, e.g. cudarc, to launch).
 #[pyfunction]
 fn fatbin_size() -> usize {
-    FATBIN.0.len()
+    fatbin().len()
 }
 
 #[pymodule]

@@ -259,111 +259,69 @@ impl<'py> Call<'py> {
     }
 }
 
-/// out = a + b.
-#[pyfunction]
-#[pyo3(signature = (a, b, *, out = None, stream = None))]
-pub fn vecadd<'py>(
-    py: Python<'py>,
-    a: &Bound<'py, PyAny>,
-    b: &Bound<'py, PyAny>,
-    out: Option<&Bound<'py, PyAny>>,
-    stream: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let call = Call::gather(py, &[("a", a), ("b", b)], out, stream, None, Runs::OnStream)?;
-    call.run(
-        py,
-        |g, v| g.vecadd(&v[0], &v[1]),
-        |g, v, o| g.vecadd_into(&v[0], &v[1], o),
-    )
+/// One Python function per kernel op, for the C++ kernels (`kiln.NAME`) and their Rust twins
+/// (`kiln.rs.NAME`, `[rs]`) alike: the operands (gathered: kiln arrays, torch, DLPack, host
+/// arrays), then the scalars, keyword-only `out=` and `stream=`; runs `op` on the chosen
+/// stream, or `op_into` with `out`.
+macro_rules! kernel_op {
+    (
+        $(#[$doc:meta])*
+        fn $fname:ident $(as $pyname:literal)?
+            ($($arg:ident),+ $(; $($param:ident: $pty:ty = $default:tt),+)?)
+            => $([$set:ident])? $op:ident / $into:ident
+    ) => {
+        $(#[$doc])*
+        #[pyfunction$((name = $pyname))?]
+        #[pyo3(signature = ($($arg,)+ $($($param = $default,)+)? *, out = None, stream = None))]
+        pub fn $fname<'py>(
+            py: Python<'py>,
+            $($arg: &Bound<'py, PyAny>,)+
+            $($($param: $pty,)+)?
+            out: Option<&Bound<'py, PyAny>>,
+            stream: Option<&Bound<'py, PyAny>>,
+        ) -> PyResult<Py<PyAny>> {
+            let operands = [$((stringify!($arg), $arg)),+];
+            let call = $crate::ops::Call::gather(py, &operands, out, stream, None, $crate::ops::Runs::OnStream)?;
+            call.run(
+                py,
+                |g, v| {
+                    let [$($arg),+] = v else { unreachable!("one view per operand") };
+                    g$(.$set())?.$op($($arg,)+ $($($param),+)?)
+                },
+                |g, v, o| {
+                    let [$($arg),+] = v else { unreachable!("one view per operand") };
+                    g$(.$set())?.$into($($arg,)+ $($($param,)+)? o)
+                },
+            )
+        }
+    };
 }
+pub(crate) use kernel_op;
 
-/// out = alpha * x + beta * y (math in float32).
-#[pyfunction]
-#[pyo3(signature = (x, y, alpha = 1.0, beta = 1.0, *, out = None, stream = None))]
-pub fn axpby<'py>(
-    py: Python<'py>,
-    x: &Bound<'py, PyAny>,
-    y: &Bound<'py, PyAny>,
-    alpha: f32,
-    beta: f32,
-    out: Option<&Bound<'py, PyAny>>,
-    stream: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let call = Call::gather(py, &[("x", x), ("y", y)], out, stream, None, Runs::OnStream)?;
-    call.run(
-        py,
-        |g, v| g.axpby(&v[0], &v[1], alpha, beta),
-        |g, v, o| g.axpby_into(&v[0], &v[1], alpha, beta, o),
-    )
-}
+kernel_op!(
+    /// out = a + b.
+    fn vecadd(a, b) => vecadd / vecadd_into
+);
 
-/// out = silu(gate) * up (the SwiGLU gate).
-#[pyfunction]
-#[pyo3(signature = (gate, up, *, out = None, stream = None))]
-pub fn silu_mul<'py>(
-    py: Python<'py>,
-    gate: &Bound<'py, PyAny>,
-    up: &Bound<'py, PyAny>,
-    out: Option<&Bound<'py, PyAny>>,
-    stream: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let call = Call::gather(
-        py,
-        &[("gate", gate), ("up", up)],
-        out,
-        stream,
-        None,
-        Runs::OnStream,
-    )?;
-    call.run(
-        py,
-        |g, v| g.silu_mul(&v[0], &v[1]),
-        |g, v, o| g.silu_mul_into(&v[0], &v[1], o),
-    )
-}
+kernel_op!(
+    /// out = alpha * x + beta * y (math in float32).
+    fn axpby(x, y; alpha: f32 = 1.0, beta: f32 = 1.0) => axpby / axpby_into
+);
 
-/// RMSNorm over the last dimension: x * rsqrt(mean(x^2) + eps) * weight.
-#[pyfunction]
-#[pyo3(signature = (x, weight, eps = 1e-6, *, out = None, stream = None))]
-pub fn rmsnorm<'py>(
-    py: Python<'py>,
-    x: &Bound<'py, PyAny>,
-    weight: &Bound<'py, PyAny>,
-    eps: f32,
-    out: Option<&Bound<'py, PyAny>>,
-    stream: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let call = Call::gather(
-        py,
-        &[("x", x), ("weight", weight)],
-        out,
-        stream,
-        None,
-        Runs::OnStream,
-    )?;
-    call.run(
-        py,
-        |g, v| g.rmsnorm(&v[0], &v[1], eps),
-        |g, v, o| g.rmsnorm_into(&v[0], &v[1], eps, o),
-    )
-}
+kernel_op!(
+    /// out = silu(gate) * up (the SwiGLU gate).
+    fn silu_mul(gate, up) => silu_mul / silu_mul_into
+);
 
-/// Numerically stable softmax over the last dimension.
-#[pyfunction]
-#[pyo3(signature = (x, *, out = None, stream = None))]
-pub fn softmax<'py>(
-    py: Python<'py>,
-    x: &Bound<'py, PyAny>,
-    out: Option<&Bound<'py, PyAny>>,
-    stream: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let call = Call::gather(py, &[("x", x)], out, stream, None, Runs::OnStream)?;
-    call.run(
-        py,
-        |g, v| g.softmax(&v[0]),
-        |g, v, o| g.softmax_into(&v[0], o),
-    )
-}
+kernel_op!(
+    /// RMSNorm over the last dimension: x * rsqrt(mean(x^2) + eps) * weight.
+    fn rmsnorm(x, weight; eps: f32 = 1e-6) => rmsnorm / rmsnorm_into
+);
+
+kernel_op!(
+    /// Numerically stable softmax over the last dimension.
+    fn softmax(x) => softmax / softmax_into
+);
 
 /// Rotary embedding of x [tokens, heads, head_dim] (rotate-half layout). Token t is at
 /// `positions[t]` (an int32/int64 array) or, without positions, at `offset + t`.
@@ -411,31 +369,11 @@ pub fn rope<'py>(
     }
 }
 
-/// Embedding lookup: out[..., :] = table[ids[...], :] (ids int32 or int64, any shape).
-/// Never waits for the GPU: an id outside [0, vocab) gives a row of zeros.
-#[pyfunction]
-#[pyo3(signature = (table, ids, *, out = None, stream = None))]
-pub fn embedding<'py>(
-    py: Python<'py>,
-    table: &Bound<'py, PyAny>,
-    ids: &Bound<'py, PyAny>,
-    out: Option<&Bound<'py, PyAny>>,
-    stream: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let call = Call::gather(
-        py,
-        &[("table", table), ("ids", ids)],
-        out,
-        stream,
-        None,
-        Runs::OnStream,
-    )?;
-    call.run(
-        py,
-        |g, v| g.embedding(&v[0], &v[1]),
-        |g, v, o| g.embedding_into(&v[0], &v[1], o),
-    )
-}
+kernel_op!(
+    /// Embedding lookup: out[..., :] = table[ids[...], :] (ids int32 or int64, any shape).
+    /// Never waits for the GPU: an id outside [0, vocab) gives a row of zeros.
+    fn embedding(table, ids) => embedding / embedding_into
+);
 
 /// embedding, plus IdOutOfRangeError (an IndexError) for an id outside [0, vocab);
 /// waits for the GPU (an 8-byte read back) on every call; CaptureError under graph capture.

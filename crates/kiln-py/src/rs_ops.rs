@@ -1,96 +1,30 @@
 //! `kiln.rs`: the kernels written in Rust (kernels/rust) with the same DLPack contract as
-//! their C++ twins at the top level (`kiln.rs.vecadd` beside `kiln.vecadd`): the same operand
-//! import, the same validation, the same output `kiln.Array`.
+//! their C++ twins at the top level (`kiln.rs.vecadd` beside `kiln.vecadd`): the same
+//! `kernel_op!` wrapper (operand import, validation, output `kiln.Array`) over `gpu.rs()`.
 
 use pyo3::prelude::*;
 
-use crate::ops::{Call, Runs};
+use crate::ops::kernel_op;
 
-/// out = a + b, by the Rust kernel.
-#[pyfunction(name = "vecadd")]
-#[pyo3(signature = (a, b, *, out = None, stream = None))]
-pub fn rs_vecadd<'py>(
-    py: Python<'py>,
-    a: &Bound<'py, PyAny>,
-    b: &Bound<'py, PyAny>,
-    out: Option<&Bound<'py, PyAny>>,
-    stream: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let call = Call::gather(py, &[("a", a), ("b", b)], out, stream, None, Runs::OnStream)?;
-    call.run(
-        py,
-        |g, v| g.rs().vecadd(&v[0], &v[1]),
-        |g, v, o| g.rs().vecadd_into(&v[0], &v[1], o),
-    )
-}
+kernel_op!(
+    /// out = a + b, by the Rust kernel.
+    fn rs_vecadd as "vecadd" (a, b) => [rs] vecadd / vecadd_into
+);
 
-/// out = silu(gate) * up, by the Rust kernel.
-#[pyfunction(name = "silu_mul")]
-#[pyo3(signature = (gate, up, *, out = None, stream = None))]
-pub fn rs_silu_mul<'py>(
-    py: Python<'py>,
-    gate: &Bound<'py, PyAny>,
-    up: &Bound<'py, PyAny>,
-    out: Option<&Bound<'py, PyAny>>,
-    stream: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let call = Call::gather(
-        py,
-        &[("gate", gate), ("up", up)],
-        out,
-        stream,
-        None,
-        Runs::OnStream,
-    )?;
-    call.run(
-        py,
-        |g, v| g.rs().silu_mul(&v[0], &v[1]),
-        |g, v, o| g.rs().silu_mul_into(&v[0], &v[1], o),
-    )
-}
+kernel_op!(
+    /// out = silu(gate) * up, by the Rust kernel.
+    fn rs_silu_mul as "silu_mul" (gate, up) => [rs] silu_mul / silu_mul_into
+);
 
-/// RMSNorm over the last dimension, by the Rust kernel.
-#[pyfunction(name = "rmsnorm")]
-#[pyo3(signature = (x, weight, eps = 1e-6, *, out = None, stream = None))]
-pub fn rs_rmsnorm<'py>(
-    py: Python<'py>,
-    x: &Bound<'py, PyAny>,
-    weight: &Bound<'py, PyAny>,
-    eps: f32,
-    out: Option<&Bound<'py, PyAny>>,
-    stream: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let call = Call::gather(
-        py,
-        &[("x", x), ("weight", weight)],
-        out,
-        stream,
-        None,
-        Runs::OnStream,
-    )?;
-    call.run(
-        py,
-        |g, v| g.rs().rmsnorm(&v[0], &v[1], eps),
-        |g, v, o| g.rs().rmsnorm_into(&v[0], &v[1], eps, o),
-    )
-}
+kernel_op!(
+    /// RMSNorm over the last dimension, by the Rust kernel.
+    fn rs_rmsnorm as "rmsnorm" (x, weight; eps: f32 = 1e-6) => [rs] rmsnorm / rmsnorm_into
+);
 
-/// Numerically stable softmax over the last dimension, by the Rust kernel.
-#[pyfunction(name = "softmax")]
-#[pyo3(signature = (x, *, out = None, stream = None))]
-pub fn rs_softmax<'py>(
-    py: Python<'py>,
-    x: &Bound<'py, PyAny>,
-    out: Option<&Bound<'py, PyAny>>,
-    stream: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let call = Call::gather(py, &[("x", x)], out, stream, None, Runs::OnStream)?;
-    call.run(
-        py,
-        |g, v| g.rs().softmax(&v[0]),
-        |g, v, o| g.rs().softmax_into(&v[0], o),
-    )
-}
+kernel_op!(
+    /// Numerically stable softmax over the last dimension, by the Rust kernel.
+    fn rs_softmax as "softmax" (x) => [rs] softmax / softmax_into
+);
 
 /// Adds the `rs` submodule to `kiln._kiln` (re-exported as `kiln.rs`).
 pub fn add_submodule(parent: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -8,73 +8,12 @@
 //! Without a driver or GPU each test prints "SKIP: …" and passes (CI has no GPU).
 //! KILN_GPU_TEST_SIZES=small keeps shapes ≤ 65536 elements (for compute-sanitizer runs).
 
-use kiln_runtime::reference::{self as r, compare, Tolerance};
-use kiln_runtime::{DType, Error, Gpu, Tensor, View};
+#[macro_use]
+mod support;
 
-macro_rules! skip {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
-    }};
-}
-
-fn gpu() -> Option<Gpu> {
-    match Gpu::new(0) {
-        Ok(g) => Some(g),
-        Err(e @ (Error::NoDriver(_) | Error::NoDevice { .. })) => {
-            skip!("SKIP: no GPU to test on: {e}");
-            None
-        }
-        Err(e) => panic!("opening GPU 0 failed: {e}"),
-    }
-}
-
-fn keep(numel: usize) -> bool {
-    std::env::var("KILN_GPU_TEST_SIZES").map_or(true, |v| v != "small") || numel <= 65536
-}
-
-/// SplitMix64 (the same generator as gpu_ops.rs).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Values already rounded to `dtype`, so the reference sees exactly the device's inputs.
-    fn values(&mut self, n: usize, lo: f32, hi: f32, dtype: DType) -> Vec<f32> {
-        (0..n)
-            .map(|_| {
-                let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
-                r::round_to(lo + (hi - lo) * u, dtype)
-            })
-            .collect()
-    }
-}
-
-/// A device copy; `misalign` starts the view one element into a larger buffer.
-struct Input {
-    _buf: Tensor,
-    view: View,
-}
-fn upload(gpu: &Gpu, values: &[f32], dtype: DType, shape: &[usize], misalign: bool) -> Input {
-    let mut bytes = r::from_f32(values, dtype).unwrap();
-    let pad = if misalign { dtype.size() } else { 0 };
-    if misalign {
-        let mut padded = vec![0u8; pad];
-        padded.append(&mut bytes);
-        bytes = padded;
-    }
-    let n = bytes.len() / dtype.size();
-    let buf = Tensor::from_host(gpu, &bytes, dtype, vec![n]).unwrap();
-    let view = View::new(buf.ptr() + pad as u64, dtype, shape.to_vec());
-    Input { _buf: buf, view }
-}
-fn download(t: &Tensor) -> Vec<f32> {
-    r::to_f32(&t.to_host().unwrap(), t.dtype()).unwrap()
-}
+use kiln_runtime::reference::{self as r, Tolerance};
+use kiln_runtime::{DType, Error, Tensor};
+use support::{gpu, keep, upload, Report, Rng};
 
 /// float64 references, rounded once to the output dtype.
 fn ref_vecadd(a: &[f32], b: &[f32], dtype: DType) -> Vec<f32> {
@@ -113,39 +52,6 @@ fn ref_softmax(x: &[f32], cols: usize, dtype: DType) -> Vec<f32> {
                 .map(move |&v| r::round_to(((v as f64 - m).exp() / s) as f32, dtype))
         })
         .collect()
-}
-
-/// Every (op, dtype, shape) compared twice: Rust vs the f64 reference, Rust vs C++.
-#[derive(Default)]
-struct Report {
-    checked: usize,
-    failures: Vec<String>,
-}
-impl Report {
-    fn check(&mut self, what: String, rust: &Tensor, cxx: &Tensor, want: &[f32], tol: Tolerance) {
-        self.checked += 1;
-        let got = download(rust);
-        if let Err(m) = compare(&got, want, tol) {
-            self.failures
-                .push(format!("{what}: Rust vs float64 reference: {m} ({tol:?})"));
-        }
-        if let Err(m) = compare(&got, &download(cxx), tol) {
-            self.failures
-                .push(format!("{what}: Rust vs its C++ twin: {m} ({tol:?})"));
-        }
-    }
-    fn finish(self, op: &str) {
-        println!(
-            "{op}: {} cases checked (each vs float64 and vs C++), {} failed",
-            self.checked,
-            self.failures.len()
-        );
-        assert!(
-            self.failures.is_empty(),
-            "{op} failures:\n{}",
-            self.failures.join("\n")
-        );
-    }
 }
 
 const ELEMENTWISE: &[usize] = &[
@@ -199,13 +105,13 @@ fn rust_elementwise_match_f64_and_cpp() {
             let rust = gpu.rs().vecadd(&da.view, &db.view).unwrap();
             let cxx = gpu.vecadd(&da.view, &db.view).unwrap();
             assert_eq!(rust.shape(), &shape[..]);
-            rep.check(tag("vecadd"), &rust, &cxx, &ref_vecadd(&a, &b, dtype), tol);
+            rep.check_twin(tag("vecadd"), &rust, &cxx, &ref_vecadd(&a, &b, dtype), tol);
 
             let g = rng.values(n, -8.0, 8.0, dtype);
             let dg = upload(&gpu, &g, dtype, &shape, misalign);
             let rust = gpu.rs().silu_mul(&dg.view, &db.view).unwrap();
             let cxx = gpu.silu_mul(&dg.view, &db.view).unwrap();
-            rep.check(
+            rep.check_twin(
                 tag("silu_mul"),
                 &rust,
                 &cxx,
@@ -262,7 +168,7 @@ fn rust_rmsnorm_matches_f64_and_cpp() {
             let rust = gpu.rs().rmsnorm(&dx.view, &dw.view, eps).unwrap();
             let cxx = gpu.rmsnorm(&dx.view, &dw.view, eps).unwrap();
             let m = if misalign { " misaligned" } else { "" };
-            rep.check(
+            rep.check_twin(
                 format!("rs.rmsnorm {dtype} [{rows}, {cols}]{m}"),
                 &rust,
                 &cxx,
@@ -317,7 +223,7 @@ fn rust_softmax_matches_f64_and_cpp() {
             let rust = gpu.rs().softmax(&dx.view).unwrap();
             let cxx = gpu.softmax(&dx.view).unwrap();
             let m = if misalign { " misaligned" } else { "" };
-            rep.check(
+            rep.check_twin(
                 format!("rs.softmax {dtype} [{rows}, {cols}]{m}"),
                 &rust,
                 &cxx,

@@ -8,24 +8,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaStream};
 use kiln_runtime::{DType, Error, Gpu, Positions, Stream, Tensor};
+use support::gpu;
 
-macro_rules! skip {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
-    }};
-}
-
-fn gpu() -> Option<Gpu> {
-    match Gpu::new(0) {
-        Ok(g) => Some(g),
-        Err(e @ (Error::NoDriver(_) | Error::NoDevice { .. })) => {
-            skip!("SKIP: no GPU to test on: {e}");
-            None
-        }
-        Err(e) => panic!("opening GPU 0 failed: {e}"),
-    }
-}
+#[macro_use]
+mod support;
 
 /// Deterministic pseudo-random values of `dtype` (xorshift), in [-2, 2).
 fn values(n: usize, dtype: DType, seed: u64) -> Vec<u8> {
