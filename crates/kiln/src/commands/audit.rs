@@ -337,7 +337,7 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
                 } else {
                     esc(&p.rustc)
                 },
-                esc(&m.matrix.join(" ")),
+                esc(&m.matrix_text()),
                 m.targets.len()
             )?;
             if !m.kernel_languages.is_empty() {
