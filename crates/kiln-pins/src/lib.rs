@@ -11,7 +11,7 @@ mod pins;
 // re-exported so that code holding the pins speaks one vocabulary.
 pub use error::PinsError;
 pub use kiln_arch::{
-    gpu_generation, max_ptx_isa_for_driver, oldest_driver_for_ptx_isa, runs_on, Arch, ArchError,
+    gpu_generation, max_ptx_isa_for_driver, oldest_driver_for_ptx_isa, ptx_isa_of_cuda, runs_on, Arch, ArchError,
     ArchMatrix, DriverPtxIsa, GpuGeneration, MatrixEntry, Runs, Target, TargetKind, Variant,
     DRIVER_PTX_ISA, GPU_GENERATIONS,
 };
