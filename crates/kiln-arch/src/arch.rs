@@ -482,6 +482,7 @@ mod tests {
 
     #[test]
     fn parses_the_default_matrix() {
+        // A fixture with the shape of kiln's matrix (the live one is Cargo.toml's).
         let m = ArchMatrix::parse(&["8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX"]).unwrap();
         let names: Vec<String> = m.targets().iter().map(Target::name).collect();
         assert_eq!(
