@@ -42,9 +42,9 @@ pub enum ArchError {
 impl fmt::Display for ArchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ArchError::Empty => f.write_str(
-                "archs is empty: list at least one compute capability, e.g. [\"9.0\"]",
-            ),
+            ArchError::Empty => {
+                f.write_str("archs is empty: list at least one compute capability, e.g. [\"9.0\"]")
+            }
             ArchError::BadEntry { entry, reason } => {
                 write!(f, "arch matrix entry {entry:?}: {reason}")
             }
@@ -579,7 +579,15 @@ mod text_tests {
 
     #[test]
     fn entries_round_trip_through_display_and_from_str() {
-        for raw in ["8.0", "9.0a", "10.0f", "12.0+PTX", "12.0f+PTX", "9.0a+PTX", "7.5"] {
+        for raw in [
+            "8.0",
+            "9.0a",
+            "10.0f",
+            "12.0+PTX",
+            "12.0f+PTX",
+            "9.0a+PTX",
+            "7.5",
+        ] {
             let e: MatrixEntry = raw.parse().unwrap();
             assert_eq!(e.to_string(), raw);
         }
@@ -591,7 +599,10 @@ mod text_tests {
             Arch::parse_any("sm_90a").unwrap()
         );
         assert!("9.0+PTX".parse::<Arch>().is_err());
-        assert_eq!("compute_120".parse::<Target>().unwrap().to_string(), "compute_120");
+        assert_eq!(
+            "compute_120".parse::<Target>().unwrap().to_string(),
+            "compute_120"
+        );
         assert_eq!(
             "sm_9.0".parse::<Target>().unwrap_err().to_string(),
             "\"sm_9.0\" is not a target (sm_NN[a|f] or compute_NN[a|f])"

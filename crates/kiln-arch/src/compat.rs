@@ -62,7 +62,11 @@ mod tests {
         assert_eq!(runs_on(t("sm_80"), 8, 9), Some(Runs::Compatible));
         assert_eq!(runs_on(t("sm_100f"), 10, 3), Some(Runs::Family));
         assert_eq!(runs_on(t("sm_100a"), 10, 3), None);
-        assert_eq!(runs_on(t("sm_90"), 10, 0), None, "SASS never crosses a major");
+        assert_eq!(
+            runs_on(t("sm_90"), 10, 0),
+            None,
+            "SASS never crosses a major"
+        );
         assert_eq!(runs_on(t("sm_86"), 8, 0), None, "nor runs on a lower minor");
     }
 

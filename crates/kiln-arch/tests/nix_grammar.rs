@@ -15,14 +15,64 @@ use kiln_arch::{MatrixEntry, KNOWN_CAPABILITIES};
 /// Fixtures, not kiln's matrix: every branch of the grammar, accepted and refused.
 const ENTRIES: &[&str] = &[
     // accepted
-    "7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "9.0a", "9.0+PTX", "9.0a+PTX", "10.0",
-    "10.0a", "10.0f", "10.3f", "11.0", "12.0", "12.0+PTX", "12.0f+PTX", "12.1a", "08.0",
-    "9.00", "010.0f",
+    "7.5",
+    "8.0",
+    "8.6",
+    "8.7",
+    "8.8",
+    "8.9",
+    "9.0",
+    "9.0a",
+    "9.0+PTX",
+    "9.0a+PTX",
+    "10.0",
+    "10.0a",
+    "10.0f",
+    "10.3f",
+    "11.0",
+    "12.0",
+    "12.0+PTX",
+    "12.0f+PTX",
+    "12.1a",
+    "08.0",
+    "9.00",
+    "010.0f",
     // refused: unknown capability, variant too early, malformed, spacing, case, suffixes
-    "9.1", "10.1", "13.0", "6.0", "8.0a", "8.9f", "9.0f", "9.0f+PTX", "90", "sm_80",
-    "compute_120", "9", "9.", ".0", "", "x.y", "9.0b", "9.0A", "9.0af", "9.0+ptx", "9.0+PTX+PTX",
-    "9.0+", "+PTX", " 9.0", "9.0 ", "9.0\t", "9 .0", "9.0 +PTX", "-9.0", "9.-0", "4294967296.0",
-    "99999999999999999999.0", "9.0+SASS", "٩.0", "9٫0",
+    "9.1",
+    "10.1",
+    "13.0",
+    "6.0",
+    "8.0a",
+    "8.9f",
+    "9.0f",
+    "9.0f+PTX",
+    "90",
+    "sm_80",
+    "compute_120",
+    "9",
+    "9.",
+    ".0",
+    "",
+    "x.y",
+    "9.0b",
+    "9.0A",
+    "9.0af",
+    "9.0+ptx",
+    "9.0+PTX+PTX",
+    "9.0+",
+    "+PTX",
+    " 9.0",
+    "9.0 ",
+    "9.0\t",
+    "9 .0",
+    "9.0 +PTX",
+    "-9.0",
+    "9.-0",
+    "4294967296.0",
+    "99999999999999999999.0",
+    "9.0+SASS",
+    "٩.0",
+    "9٫0",
 ];
 
 fn nix_instantiate() -> Option<PathBuf> {
@@ -117,7 +167,11 @@ fn nix_and_rust_parse_the_matrix_grammar_alike() {
         .filter(|(_, (n, r))| n != r)
         .map(|(e, (n, r))| format!("{e:?}: nix {n}, rust {r}"))
         .collect();
-    assert!(differ.is_empty(), "the parsers disagree:\n{}", differ.join("\n"));
+    assert!(
+        differ.is_empty(),
+        "the parsers disagree:\n{}",
+        differ.join("\n")
+    );
     // Both sides accept some and refuse some (the list exercises both).
     assert!(rust_verdicts.iter().any(|v| v == "error"));
     assert!(rust_verdicts.iter().any(|v| v.starts_with("ok ")));
@@ -127,5 +181,8 @@ fn nix_and_rust_parse_the_matrix_grammar_alike() {
         .iter()
         .map(|(a, b)| format!("{a}.{b}"))
         .collect();
-    assert_eq!(known, rust_known, "nix/arch-grammar.nix `known` vs KNOWN_CAPABILITIES");
+    assert_eq!(
+        known, rust_known,
+        "nix/arch-grammar.nix `known` vs KNOWN_CAPABILITIES"
+    );
 }

@@ -39,7 +39,10 @@ mod tests {
         assert!(check(&m, Some("8.0;9.0a;12.0")).is_ok());
         assert!(check(&m, Some("12.0;8.0;9.0a")).is_ok());
         let e = check(&m, Some("8.0;9.0;12.0")).unwrap_err().to_string();
-        assert!(e.contains("KILN_CUDA_CAPABILITIES") && e.contains("[8.0 9.0a 12.0+PTX]"), "{e}");
+        assert!(
+            e.contains("KILN_CUDA_CAPABILITIES") && e.contains("[8.0 9.0a 12.0+PTX]"),
+            "{e}"
+        );
         assert!(check(&m, Some("8.0;9.0a")).is_err());
         assert!(check(&m, Some("")).is_err());
     }

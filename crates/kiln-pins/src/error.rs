@@ -31,7 +31,9 @@ pub enum PinsError {
 impl From<kiln_arch::ArchError> for PinsError {
     fn from(e: kiln_arch::ArchError) -> PinsError {
         match e {
-            kiln_arch::ArchError::BadEntry { entry, reason } => PinsError::BadArch { entry, reason },
+            kiln_arch::ArchError::BadEntry { entry, reason } => {
+                PinsError::BadArch { entry, reason }
+            }
             other => PinsError::Invalid(other.to_string()),
         }
     }

@@ -11,9 +11,9 @@ mod pins;
 // re-exported so that code holding the pins speaks one vocabulary.
 pub use error::PinsError;
 pub use kiln_arch::{
-    gpu_generation, max_ptx_isa_for_driver, oldest_driver_for_ptx_isa, ptx_isa_of_cuda, runs_on, Arch, ArchError,
-    ArchMatrix, DriverPtxIsa, GpuGeneration, MatrixEntry, Runs, Target, TargetKind, Variant,
-    DRIVER_PTX_ISA, GPU_GENERATIONS,
+    gpu_generation, max_ptx_isa_for_driver, oldest_driver_for_ptx_isa, ptx_isa_of_cuda, runs_on,
+    Arch, ArchError, ArchMatrix, DriverPtxIsa, GpuGeneration, MatrixEntry, Runs, Target,
+    TargetKind, Variant, DRIVER_PTX_ISA, GPU_GENERATIONS,
 };
 pub use pins::{
     find_workspace_manifest, AbiRange, Pins, RuntimeLib, Toolchain, WheelPins, BUILT_IN_MANIFEST,
