@@ -7,22 +7,18 @@
 # expressible exactly when at most one entry carries `+PTX` and that entry is the highest,
 # plain (neither `a` nor `f`: their PTX never JITs to another architecture) target. Anything
 # else is refused here with a message, rather than built with a different PTX set than the
-# one `kiln audit` will demand of the wheel.
+# one `kiln audit` will demand of the wheel. Each entry is read by nix/arch-grammar.nix (the
+# grammar, tested against kiln-arch's parser).
 archs:
 let
+  grammar = (import ./arch-grammar.nix).parse;
   parse = entry:
     let
-      m = builtins.match "([0-9]+)\\.([0-9]+)([af]?)(\\+PTX)?" entry;
+      r = grammar entry;
     in
-    if !(builtins.isString entry) || m == null then
-      throw "kiln: arch matrix entry ${builtins.toJSON entry} (Cargo.toml [workspace.metadata.kiln] archs) is not MAJOR.MINOR[a|f][+PTX], e.g. \"9.0a\" or \"12.0+PTX\""
-    else {
-      inherit entry;
-      capability = "${builtins.elemAt m 0}.${builtins.elemAt m 1}${builtins.elemAt m 2}";
-      number = builtins.fromJSON (builtins.elemAt m 0) * 100 + builtins.fromJSON (builtins.elemAt m 1);
-      variant = builtins.elemAt m 2;
-      ptx = builtins.elemAt m 3 != null;
-    };
+    if r ? error then
+      throw "kiln: arch matrix entry ${builtins.toJSON entry} (Cargo.toml [workspace.metadata.kiln] archs): ${r.error}"
+    else r;
 
   parsed = map parse archs;
   ptxEntries = builtins.filter (a: a.ptx) parsed;

@@ -1,6 +1,7 @@
 //! Captures what `kiln.build_info()` reports beyond the kernel manifest: the runtime libraries
-//! this build reaches, taken from `[workspace.metadata.kiln.runtime]` for each enabled feature,
-//! and the targets the arch matrix asks for (`matrix_targets`).
+//! this build reaches, taken from `[workspace.metadata.kiln.runtime]` for each enabled feature.
+//! The arch matrix is NOT read here: `build_info()` takes it (and `matrix_targets`) from the
+//! kernel manifest, the one place the build records it.
 //! The commit/dirty/toolchain provenance is NOT captured here: its single source is the kernel
 //! manifest's `provenance` (kiln-build, from KILN_BUILD_COMMIT / KILN_BUILD_DIRTY).
 
@@ -40,15 +41,7 @@ fn main() {
             );
         }
     }
-    // What the matrix asks for, in kiln-pins' one vocabulary, so that checks compare the built
-    // targets against it without parsing the matrix themselves.
-    let matrix_targets: Vec<serde_json::Value> = pins
-        .matrix
-        .targets()
-        .iter()
-        .map(|t| serde_json::json!({ "target": t, "kind": t.kind }))
-        .collect();
-    let info = serde_json::json!({ "runtime_libraries": libs, "matrix_targets": matrix_targets });
+    let info = serde_json::json!({ "runtime_libraries": libs });
     let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("py_build_info.json");
     std::fs::write(&out, serde_json::to_string_pretty(&info).expect("json"))

@@ -142,11 +142,28 @@ bounded_lists! {
     tags => "wheel.tags",
     requires_dist => "wheel.requires_dist",
     coverage => "coverage",
-    coverage_targets => "coverage[].targets",
     coverage_rows => "coverage[].rows",
     coverage_kernels => "coverage[].rows[].kernels",
     coverage_present => "coverage[].rows[].present",
     reach_binaries => "reach.binaries",
     reach_cells => "reach.binaries[].cells",
     reach_whole => "reach.whole",
+}
+
+/// A target in JSON is its name ("sm_90a", "compute_120"): kiln-arch's `Display` (the
+/// vocabulary crate carries no serde).
+struct TargetName(crate::facts::Target);
+
+impl Serialize for TargetName {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+pub(crate) fn coverage_targets<S: Serializer>(
+    items: &[crate::facts::Target],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let names: Vec<TargetName> = items.iter().copied().map(TargetName).collect();
+    list("coverage[].targets", &names, s)
 }

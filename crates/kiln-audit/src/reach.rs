@@ -1,11 +1,12 @@
 //! GPU reach: for every GPU generation (kiln-pins' table) and every binary with device code,
 //! how each kernel gets onto that GPU — exact SASS, compatible SASS, family SASS, PTX JIT — or
 //! that it cannot. Computed per kernel; a binary reaches a generation only as well as its
-//! worst kernel. Compatibility rules and their sources: docs/reach.md.
+//! worst kernel. The compatibility rule is kiln-arch's `runs_on` (the doctor asks the same
+//! one); its sources: docs/reach.md.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kiln_pins::{GpuGeneration, Variant, GPU_GENERATIONS};
+use kiln_pins::{GpuGeneration, Runs, Variant, GPU_GENERATIONS};
 use serde::Serialize;
 
 use crate::facts::{Binary, EntryKind, Target, TargetKind};
@@ -146,25 +147,11 @@ fn path_of(
     g: &GpuGeneration,
     driver: Option<u32>,
 ) -> Option<(Path, Option<u32>)> {
-    let a = t.arch;
-    let same = a.major == g.major && a.minor == g.minor;
-    let family = a.major == g.major && a.minor <= g.minor;
-    match t.kind {
-        TargetKind::Sass => match a.variant {
-            _ if same => Some((Path::Exact, None)),
-            Variant::Plain if family => Some((Path::Compatible, None)),
-            Variant::Family if family => Some((Path::Family, None)),
-            _ => None,
-        },
-        TargetKind::Ptx => {
-            let runs = match a.variant {
-                Variant::Plain => (a.major, a.minor) <= (g.major, g.minor),
-                Variant::ArchSpecific => same,
-                Variant::Family => family,
-            };
-            if !runs {
-                return None;
-            }
+    match kiln_pins::runs_on(*t, g.major, g.minor)? {
+        Runs::Exact => Some((Path::Exact, None)),
+        Runs::Compatible => Some((Path::Compatible, None)),
+        Runs::Family => Some((Path::Family, None)),
+        Runs::Jit => {
             let needs = isa
                 .and_then(kiln_pins::oldest_driver_for_ptx_isa)
                 .map(|row| row.driver);

@@ -60,6 +60,9 @@ impl KernelBuild {
         let manifest_dir = PathBuf::from(var("CARGO_MANIFEST_DIR")?);
         let out_dir = PathBuf::from(var("OUT_DIR")?);
         let pins = Pins::discover(&manifest_dir)?;
+        println!("cargo:rerun-if-env-changed={}", crate::nix_matrix::VAR);
+        let nix_caps = std::env::var(crate::nix_matrix::VAR).ok();
+        crate::nix_matrix::check(&pins.matrix, nix_caps.as_deref())?;
         let kernels = pins.root().join("kernels");
         let mut b = KernelBuild::new(pins, kernels, out_dir.clone());
         b.cache_dir = shared_cache_dir(&out_dir, std::env::var_os("TARGET").as_deref());

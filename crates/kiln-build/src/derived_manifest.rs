@@ -11,12 +11,7 @@ pub fn new(pins: &Pins, nvcc_version: &str, flags: &[String], sources: Vec<Strin
     let t = &pins.toolchain;
     Manifest {
         schema: SCHEMA,
-        matrix: pins
-            .matrix
-            .entries()
-            .iter()
-            .map(|e| format!("{}{}", e.arch, if e.ptx { "+PTX" } else { "" }))
-            .collect(),
+        matrix: pins.matrix.entries().to_vec(),
         min_driver: pins.min_driver,
         toolchain: Toolchain {
             nvcc: nvcc_version.to_string(),

@@ -84,6 +84,7 @@ pub mod derived_manifest;
 mod error;
 pub mod fatbin;
 pub mod jobs;
+pub mod nix_matrix;
 pub mod plan;
 pub mod pool;
 pub mod progress;

@@ -1,7 +1,12 @@
 //! Which target of the arch matrix a GPU of a given compute capability would run: exact SASS,
-//! binary-compatible SASS, PTX JIT, or nothing ("no kernel image is available").
+//! binary-compatible SASS, PTX JIT, or nothing ("no kernel image is available"). The rule is
+//! kiln-arch's [`runs_on`], the same one the audit's reach table asks.
 
-use kiln_pins::{Arch, ArchMatrix, Variant, DRIVER_PTX_ISA};
+use kiln_pins::{runs_on, Arch, ArchMatrix, Runs, Target};
+
+/// The PTX ISA a CUDA release emits: kiln-arch's driver table (re-exported for the doctor's
+/// callers).
+pub use kiln_pins::ptx_isa_of_cuda;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Coverage {
@@ -14,51 +19,22 @@ pub enum Coverage {
     None,
 }
 
-/// Does a cubin for `target` run on a GPU of capability (major, minor)?
-fn sass_runs_on(target: Arch, major: u32, minor: u32) -> bool {
-    match target.variant {
-        // `a` cubins use arch-specific instructions: that capability only.
-        Variant::ArchSpecific => target.major == major && target.minor == minor,
-        // Plain and family cubins run on the same major with an equal or higher minor.
-        Variant::Plain | Variant::Family => target.major == major && target.minor <= minor,
-    }
-}
-
-/// Can PTX for virtual arch `target` be JIT-compiled for capability (major, minor)?
-fn ptx_jits_to(target: Arch, major: u32, minor: u32) -> bool {
-    match target.variant {
-        Variant::ArchSpecific => target.major == major && target.minor == minor,
-        Variant::Family => target.major == major && target.minor <= minor,
-        Variant::Plain => (target.major, target.minor) <= (major, minor),
-    }
-}
-
+/// The best target of `matrix` for a GPU of capability `major.minor`: exact SASS (the first
+/// in matrix order), else the newest SASS that runs there (plain or family), else the newest
+/// PTX that JITs there.
 pub fn coverage(matrix: &ArchMatrix, major: u32, minor: u32) -> Coverage {
-    if let Some(a) = matrix.sass().find(|a| a.major == major && a.minor == minor) {
+    let sass = |a: &Arch| runs_on(Target::sass(*a), major, minor);
+    if let Some(a) = matrix.sass().find(|a| sass(a) == Some(Runs::Exact)) {
         return Coverage::ExactSass(a);
     }
-    if let Some(a) = matrix
-        .sass()
-        .filter(|a| sass_runs_on(*a, major, minor))
-        .max()
-    {
+    if let Some(a) = matrix.sass().filter(|a| sass(a).is_some()).max() {
         return Coverage::CompatibleSass(a);
     }
-    if let Some(a) = matrix.ptx().filter(|a| ptx_jits_to(*a, major, minor)).max() {
+    let jits = |a: &Arch| runs_on(Target::ptx(*a), major, minor).is_some();
+    if let Some(a) = matrix.ptx().filter(jits).max() {
         return Coverage::PtxJit(a);
     }
     Coverage::None
-}
-
-/// The PTX ISA that the pinned CUDA release emits ("13.0" -> 9.0), read from the same
-/// driver/ISA table kiln-pins keeps, so nothing restates it.
-pub fn ptx_isa_of_cuda(cuda_major_minor: &str) -> Option<(u32, u32)> {
-    let (ma, mi) = cuda_major_minor.split_once('.')?;
-    let release = (ma.parse().ok()?, mi.parse().ok()?);
-    DRIVER_PTX_ISA
-        .iter()
-        .find(|row| row.cuda == release)
-        .map(|row| row.ptx_isa)
 }
 
 #[cfg(test)]
@@ -71,6 +47,7 @@ mod tests {
 
     #[test]
     fn h200_is_covered_by_exact_sass() {
+        // A fixture with the shape of kiln's matrix (the live one is Cargo.toml's).
         let m = matrix(&["8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX"]);
         assert_eq!(
             coverage(&m, 9, 0),

@@ -40,9 +40,9 @@ pub enum EntryKind {
     Other(u16),
 }
 
-/// `a` (arch-specific, sm_90a) and `f` (family, sm_100f) targets: kiln-pins' vocabulary, the
+/// `a` (arch-specific, sm_90a) and `f` (family, sm_100f) targets: kiln-arch's vocabulary, the
 /// same one the matrix is written in.
-pub use kiln_pins::{Target, Variant};
+pub use kiln_arch::{Target, Variant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Compression {
@@ -73,7 +73,7 @@ pub struct Entry<'a> {
 impl Entry<'_> {
     /// SASS for a cubin, PTX for PTX; None for kinds kiln does not read.
     pub fn target(&self) -> Option<Target> {
-        let arch = kiln_pins::Arch::from_number(self.sm, self.variant);
+        let arch = kiln_arch::Arch::from_number(self.sm, self.variant);
         match self.kind {
             EntryKind::Elf => Some(Target::sass(arch)),
             EntryKind::Ptx => Some(Target::ptx(arch)),

@@ -79,7 +79,7 @@ pub fn kernels<'d, R: ReadRef<'d>>(bytes: R) -> Result<Vec<String>> {
 /// nvasm_internal cubins "-arch SM80 -novliw". None when there is no such note or no `-arch`
 /// this reader understands: the driver ignores the note, so a cubin without a readable one
 /// proves its SM (from `e_flags`) and not its variant.
-pub fn toolkit_target<'d, R: ReadRef<'d>>(bytes: R) -> Option<(u32, kiln_pins::Variant)> {
+pub fn toolkit_target<'d, R: ReadRef<'d>>(bytes: R) -> Option<(u32, kiln_arch::Variant)> {
     let file = ElfFile64::<object::Endianness, R>::parse(bytes).ok()?;
     let data = file.section_by_name(".note.nv.tkinfo")?.data().ok()?;
     let word = |at: usize| {

@@ -13,13 +13,13 @@ pub struct PtxInfo {
 }
 
 /// `sm_90a` -> (90, ArchSpecific); None for anything that is not `sm_<number>[a|f]`.
-pub fn target_arch(target: &str) -> Option<(u32, kiln_pins::Variant)> {
+pub fn target_arch(target: &str) -> Option<(u32, kiln_arch::Variant)> {
     let rest = target.strip_prefix("sm_")?;
     let (digits, variant) = match rest.strip_suffix('a') {
-        Some(d) => (d, kiln_pins::Variant::ArchSpecific),
+        Some(d) => (d, kiln_arch::Variant::ArchSpecific),
         None => match rest.strip_suffix('f') {
-            Some(d) => (d, kiln_pins::Variant::Family),
-            None => (rest, kiln_pins::Variant::Plain),
+            Some(d) => (d, kiln_arch::Variant::Family),
+            None => (rest, kiln_arch::Variant::Plain),
         },
     };
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 4 {
@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn targets_name_number_and_variant() {
-        use kiln_pins::Variant;
+        use kiln_arch::Variant;
         assert_eq!(target_arch("sm_120"), Some((120, Variant::Plain)));
         assert_eq!(target_arch("sm_90a"), Some((90, Variant::ArchSpecific)));
         assert_eq!(target_arch("sm_100f"), Some((100, Variant::Family)));

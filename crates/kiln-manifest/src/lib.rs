@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kiln_pins::{Target, TargetKind};
+use kiln_arch::{MatrixEntry, Target, TargetKind};
 use serde::{Deserialize, Serialize};
 
 pub const SCHEMA: u32 = 1;
@@ -12,8 +12,10 @@ pub const SCHEMA: u32 = 1;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TargetKernels {
     /// In JSON "sm_90", "compute_120".
+    #[serde(with = "text")]
     pub target: Target,
     /// In JSON "sass" or "ptx".
+    #[serde(with = "text")]
     pub kind: TargetKind,
     /// PTX ISA ("9.0") for PTX targets.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -53,8 +55,10 @@ pub struct Provenance {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Manifest {
     pub schema: u32,
-    /// The matrix as written in Cargo.toml.
-    pub matrix: Vec<String>,
+    /// The matrix it was built for, typed; in JSON the entries as Cargo.toml writes them
+    /// ("9.0", "12.0+PTX"), read back with the one grammar (kiln-arch).
+    #[serde(with = "text_list")]
+    pub matrix: Vec<MatrixEntry>,
     pub min_driver: u32,
     pub toolchain: Toolchain,
     /// nvcc flags common to every job.
@@ -105,11 +109,136 @@ impl Manifest {
             .collect()
     }
 
+    /// The matrix as one line, "8.0 9.0a 12.0+PTX".
+    pub fn matrix_text(&self) -> String {
+        let entries: Vec<String> = self.matrix.iter().map(MatrixEntry::to_string).collect();
+        entries.join(" ")
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("manifest serializes")
     }
 
     pub fn from_json(text: &str) -> Result<Manifest, serde_json::Error> {
         serde_json::from_str(text)
+    }
+}
+
+/// kiln-arch has no dependencies, so its types carry no serde impls: the manifest spells each
+/// one by its `Display` and reads it back with its `FromStr` (the one grammar).
+pub mod text {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `value` as its `Display` text.
+    pub fn serialize<T: Display, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(value)
+    }
+
+    /// Reads a string and parses it with `FromStr`.
+    pub fn deserialize<'de, T, D>(d: D) -> Result<T, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: Deserializer<'de>,
+    {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// [`text`] for a list: a JSON array of strings.
+pub mod text_list {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::ser::SerializeSeq;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes each value as its `Display` text.
+    pub fn serialize<T: Display, S: Serializer>(values: &[T], s: S) -> Result<S::Ok, S::Error> {
+        struct Text<'a, T>(&'a T);
+        impl<T: Display> serde::Serialize for Text<'_, T> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self.0)
+            }
+        }
+        let mut seq = s.serialize_seq(Some(values.len()))?;
+        for v in values {
+            seq.serialize_element(&Text(v))?;
+        }
+        seq.end()
+    }
+
+    /// Reads an array of strings, each parsed with `FromStr`.
+    pub fn deserialize<'de, T, D>(d: D) -> Result<Vec<T>, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: Deserializer<'de>,
+    {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|text| text.parse().map_err(serde::de::Error::custom))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixture manifest (not kiln's live matrix): the JSON survives the typed round trip
+    /// byte for byte, and a bad entry is refused by the one grammar.
+    #[test]
+    fn typed_matrix_round_trips_to_the_same_bytes() {
+        let json = r#"{
+  "schema": 1,
+  "matrix": [
+    "8.0",
+    "9.0a",
+    "12.0f+PTX"
+  ],
+  "min_driver": 580,
+  "toolchain": {
+    "nvcc": "n",
+    "cuda": "c",
+    "clang_major": 21,
+    "libclang": "l",
+    "rust_nightly": "r",
+    "maturin": "m",
+    "cudnn": "d",
+    "nccl": "x"
+  },
+  "flags": [],
+  "sources": [],
+  "targets": [
+    {
+      "target": "compute_120f",
+      "kind": "ptx",
+      "ptx_isa": "9.0",
+      "kernels": [
+        "k"
+      ]
+    }
+  ],
+  "provenance": {
+    "commit": "unknown",
+    "dirty": false,
+    "rustc": "",
+    "clang": ""
+  }
+}"#;
+        let m = Manifest::from_json(json).unwrap();
+        assert_eq!(m.matrix_text(), "8.0 9.0a 12.0f+PTX");
+        assert_eq!(m.targets[0].kind, TargetKind::Ptx);
+        assert_eq!(m.to_json(), json);
+        let bad = json.replace("\"9.0a\"", "\"9.1\"");
+        let e = Manifest::from_json(&bad).unwrap_err().to_string();
+        assert!(e.contains("9.1 is not a compute capability"), "{e}");
+        let bad = json.replace("\"ptx\"", "\"PTX\"");
+        assert!(Manifest::from_json(&bad).is_err());
     }
 }

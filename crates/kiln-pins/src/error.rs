@@ -25,3 +25,16 @@ pub enum PinsError {
     #[error("no Cargo.toml with [package.metadata.kiln] or [workspace.metadata.kiln] with [workspace.metadata.kiln] at or above {0}")]
     NoWorkspace(PathBuf),
 }
+
+/// A matrix that is empty stays a table error ("[workspace.metadata.kiln]: archs is empty ...");
+/// a bad entry keeps its own variant.
+impl From<kiln_arch::ArchError> for PinsError {
+    fn from(e: kiln_arch::ArchError) -> PinsError {
+        match e {
+            kiln_arch::ArchError::BadEntry { entry, reason } => {
+                PinsError::BadArch { entry, reason }
+            }
+            other => PinsError::Invalid(other.to_string()),
+        }
+    }
+}

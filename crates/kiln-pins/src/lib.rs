@@ -3,18 +3,18 @@
 //! Everything that needs a version or the arch matrix (kiln-build, xtask, the audit, the doctor)
 //! goes through [`Pins::load`]; Nix reads the same table with `builtins.fromTOML`.
 
-mod arch;
-mod driver;
 mod error;
-mod gpus;
 pub mod layered;
 mod pins;
 
-pub use arch::{Arch, ArchMatrix, MatrixEntry, Target, TargetKind, Variant};
-pub use driver::oldest_driver_for_ptx_isa;
-pub use driver::{max_ptx_isa_for_driver, DriverPtxIsa, DRIVER_PTX_ISA};
+// The target vocabulary and the GPU/driver tables are kiln-arch's (no dependencies); they are
+// re-exported so that code holding the pins speaks one vocabulary.
 pub use error::PinsError;
-pub use gpus::{gpu_generation, GpuGeneration, GPU_GENERATIONS};
+pub use kiln_arch::{
+    gpu_generation, max_ptx_isa_for_driver, oldest_driver_for_ptx_isa, ptx_isa_of_cuda, runs_on,
+    Arch, ArchError, ArchMatrix, DriverPtxIsa, GpuGeneration, MatrixEntry, Runs, Target,
+    TargetKind, Variant, DRIVER_PTX_ISA, GPU_GENERATIONS,
+};
 pub use pins::{
     find_workspace_manifest, AbiRange, Pins, RuntimeLib, Toolchain, WheelPins, BUILT_IN_MANIFEST,
 };

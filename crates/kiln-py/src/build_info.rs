@@ -7,7 +7,8 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// kiln-py's build script output: the runtime libraries of this build.
+/// kiln-py's build script output: the runtime libraries of this build (the matrix is the
+/// manifest's).
 pub const PY_BUILD_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/py_build_info.json"));
 
 /// The build info as one JSON document (the manifest's fields at the top level).
@@ -42,8 +43,24 @@ pub fn build_info_json() -> serde_json::Value {
         }),
     );
     info.insert("runtime_libraries".into(), serde_json::Value::Object(libs));
-    info.insert("matrix_targets".into(), py_build["matrix_targets"].clone());
+    info.insert("matrix_targets".into(), matrix_targets());
     serde_json::Value::Object(info)
+}
+
+/// What the manifest's matrix asks for, `[{target, kind}]` (SASS first, then PTX), in
+/// kiln-arch's vocabulary: a view of the manifest's `matrix`, not a second record of it, so
+/// that checks compare the built targets against it without parsing the matrix themselves.
+fn matrix_targets() -> serde_json::Value {
+    let manifest = kiln_kernels::manifest();
+    let entries = &manifest.matrix;
+    let sass = entries.iter().map(|e| kiln_arch::Target::sass(e.arch));
+    let ptx = entries
+        .iter()
+        .filter(|e| e.ptx)
+        .map(|e| kiln_arch::Target::ptx(e.arch));
+    sass.chain(ptx)
+        .map(|t| serde_json::json!({ "target": t.to_string(), "kind": t.kind.to_string() }))
+        .collect()
 }
 
 /// What is in the process now, per runtime soname kiln calls: the version the library reports
@@ -81,7 +98,7 @@ pub fn _loaded_libraries(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// Returns a dict: the embedded manifest (targets with their kernels, matrix, min_driver,
 /// toolchain, flags, sources, provenance), plus version, commit, dirty, rustc, clang (copied
 /// from the manifest's provenance), features, runtime_libraries and matrix_targets (what the
-/// matrix asks for: `[{target, kind}]`).
+/// manifest's matrix asks for: `[{target, kind}]`).
 #[pyfunction]
 pub fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let text = serde_json::to_string(&build_info_json()).expect("serializes");

@@ -304,7 +304,23 @@ fn the_arch_matrix_goes_to_kiln_derivations_only_and_cudnn_nccl_stay_out_of_them
         "packages.x86_64-linux.wheel.KILN_CUDA_CAPABILITIES",
         None,
     );
-    assert_eq!(caps, "8.0;8.6;8.9;9.0;10.0;12.0");
+    // ... the matrix of Cargo.toml (read here by kiln-pins, not restated), in nixpkgs' order:
+    // the SASS-only entries ascending, then the `+PTX` one.
+    let pins = kiln_pins::Pins::load(&workspace().join("Cargo.toml")).unwrap();
+    let mut sass_only: Vec<kiln_pins::Arch> = pins
+        .matrix
+        .entries()
+        .iter()
+        .filter(|e| !e.ptx)
+        .map(|e| e.arch)
+        .collect();
+    sass_only.sort();
+    let expected: Vec<String> = sass_only
+        .into_iter()
+        .chain(pins.matrix.ptx())
+        .map(|a| a.to_string())
+        .collect();
+    assert_eq!(caps, expected.join(";"));
     // ... while no crane derivation has cuDNN or NCCL among its inputs (cudarc opens them at
     // run time; a custom-capability NCCL would be a local rebuild no cache holds).
     let names = "d: map (x: x.pname or x.name or \"?\") ((d.buildInputs or [ ]) ++ (d.nativeBuildInputs or [ ]))";

@@ -160,7 +160,8 @@ mod tests {
         &r.binaries[0].cells[i]
     }
 
-    /// kiln's own matrix: 8.0 8.6 8.9 9.0 10.0 12.0 SASS + compute_120 PTX.
+    /// A fixture with the shape of kiln's matrix (the live one is Cargo.toml's): 8.0 8.6 8.9
+    /// 9.0 10.0 12.0 SASS + compute_120 PTX.
     fn kiln_matrix() -> Artifact {
         let k = &["k"];
         artifact(vec![

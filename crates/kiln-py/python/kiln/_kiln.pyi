@@ -68,8 +68,9 @@ def _loaded_libraries() -> Dict[str, Dict[str, Any]]: ...
 def build_info() -> Dict[str, Any]:
     """The embedded build manifest (targets with their kernels, matrix, min_driver, toolchain,
     flags, sources, provenance) plus version; commit, dirty, rustc and clang (copied from the
-    manifest's provenance, their single source); features {cuda, cublas, cudnn, nccl} and
-    runtime_libraries."""
+    manifest's provenance, their single source); features {cuda, cublas, cudnn, nccl},
+    runtime_libraries, and matrix_targets (the targets the manifest's matrix asks for,
+    [{target, kind}])."""
 
 def vecadd(a: ArrayLike, b: ArrayLike, *, out: Optional[ArrayLike] = None, stream: StreamLike = None) -> Any: ...
 def axpby(

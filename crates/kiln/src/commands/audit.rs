@@ -18,7 +18,7 @@ pub struct Args {
     /// Take the expectations from a workspace Cargo.toml's [workspace.metadata.kiln].
     #[arg(long, value_name = "CARGO_TOML")]
     pub policy: Option<PathBuf>,
-    /// SASS targets every binary with device code must carry, e.g. 80,86,89,90,100,120 (90a, 100f exact).
+    /// SASS targets every binary with device code must carry, e.g. 80,90,120 (90a, 100f exact).
     #[arg(long, value_name = "LIST")]
     pub expect_sass: Option<String>,
     /// PTX targets that must be present, and the only ones allowed, e.g. 120.
@@ -337,7 +337,7 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
                 } else {
                     esc(&p.rustc)
                 },
-                esc(&m.matrix.join(" ")),
+                esc(&m.matrix_text()),
                 m.targets.len()
             )?;
             if !m.kernel_languages.is_empty() {

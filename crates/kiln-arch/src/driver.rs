@@ -1,3 +1,5 @@
+//! Which PTX ISA each driver branch can JIT, and which PTX ISA each CUDA release emits.
+
 /// Highest PTX ISA a driver branch can JIT. PTX ISA x.y ships with CUDA toolkit release
 /// (x-4).y for ISA 9.x+ (ISA 9.0 = CUDA 13.0); a driver JITs PTX up to the ISA of the CUDA
 /// release it belongs to.
@@ -95,6 +97,16 @@ pub fn oldest_driver_for_ptx_isa(isa: (u32, u32)) -> Option<DriverPtxIsa> {
         .copied()
 }
 
+/// The PTX ISA that CUDA release "major.minor" emits ("13.0" -> 9.0), from the same table.
+pub fn ptx_isa_of_cuda(cuda_major_minor: &str) -> Option<(u32, u32)> {
+    let (ma, mi) = cuda_major_minor.split_once('.')?;
+    let release = (ma.parse().ok()?, mi.parse().ok()?);
+    DRIVER_PTX_ISA
+        .iter()
+        .find(|row| row.cuda == release)
+        .map(|row| row.ptx_isa)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +125,12 @@ mod tests {
         assert_eq!(max_ptx_isa_for_driver(585).unwrap().ptx_isa, (9, 0));
         assert_eq!(max_ptx_isa_for_driver(570).unwrap().ptx_isa, (8, 7));
         assert!(max_ptx_isa_for_driver(470).is_none());
+    }
+
+    #[test]
+    fn isa_of_a_cuda_release() {
+        assert_eq!(ptx_isa_of_cuda("13.0"), Some((9, 0)));
+        assert_eq!(ptx_isa_of_cuda("12.8"), Some((8, 7)));
+        assert_eq!(ptx_isa_of_cuda("99.0"), None);
     }
 }

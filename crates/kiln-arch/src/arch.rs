@@ -1,12 +1,12 @@
-//! The arch matrix: entries such as "8.0", "9.0a", "12.0f", "12.0+PTX".
+//! The arch matrix grammar and the target names: entries such as "8.0", "9.0a", "12.0f",
+//! "12.0+PTX"; targets such as "sm_90a", "compute_120".
 
 use std::fmt;
-
-use crate::PinsError;
+use std::str::FromStr;
 
 /// Compute capabilities that exist (CUDA 13 numbering; sm_101 became sm_110). An entry outside
 /// this list is a typo, not a new GPU: the list grows with the pinned toolkit.
-const KNOWN_CAPABILITIES: &[(u32, u32)] = &[
+pub const KNOWN_CAPABILITIES: &[(u32, u32)] = &[
     (7, 5),
     (8, 0),
     (8, 6),
@@ -21,12 +21,55 @@ const KNOWN_CAPABILITIES: &[(u32, u32)] = &[
     (12, 1),
 ];
 
+/// Why a matrix, an entry, an arch or a target name was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArchError {
+    /// The matrix lists nothing.
+    Empty,
+    /// One matrix entry (or capability) is malformed, unknown or listed twice.
+    BadEntry {
+        /// The entry as written.
+        entry: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Not a target name (`sm_NN[a|f]` or `compute_NN[a|f]`).
+    BadTarget(String),
+    /// Not a target kind (`sass` or `ptx`).
+    BadKind(String),
+}
+
+impl fmt::Display for ArchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArchError::Empty => {
+                f.write_str("archs is empty: list at least one compute capability, e.g. [\"9.0\"]")
+            }
+            ArchError::BadEntry { entry, reason } => {
+                write!(f, "arch matrix entry {entry:?}: {reason}")
+            }
+            ArchError::BadTarget(name) => write!(
+                f,
+                "{name:?} is not a target (sm_NN[a|f] or compute_NN[a|f])"
+            ),
+            ArchError::BadKind(kind) => {
+                write!(f, "{kind:?} is not a target kind (\"sass\" or \"ptx\")")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ArchError {}
+
 /// `a`: arch-specific features, runs only on exactly that capability. `f`: family-portable
 /// within one major (Blackwell and later).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Variant {
+    /// No suffix: runs on this capability and (same major) newer minors.
     Plain,
+    /// `a`: arch-specific instructions, exactly this capability.
     ArchSpecific,
+    /// `f`: family-portable, the same major with an equal or higher minor.
     Family,
 }
 
@@ -44,8 +87,11 @@ impl Variant {
 /// One compute capability with its variant, e.g. 9.0a.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Arch {
+    /// 9 of 9.0a.
     pub major: u32,
+    /// 0 of 9.0a.
     pub minor: u32,
+    /// `a` of 9.0a.
     pub variant: Variant,
 }
 
@@ -55,6 +101,7 @@ impl Arch {
         self.major * 10 + self.minor
     }
 
+    /// "", "a" or "f".
     pub fn suffix(&self) -> &'static str {
         self.variant.suffix()
     }
@@ -105,28 +152,32 @@ impl Arch {
     }
 }
 
+/// "9.0a": the matrix spelling, without `+PTX`.
 impl fmt::Display for Arch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}{}", self.major, self.minor, self.suffix())
     }
 }
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
+/// Parses the matrix spelling of a capability, "9.0a" (no `+PTX`).
+impl FromStr for Arch {
+    type Err = ArchError;
+
+    fn from_str(s: &str) -> Result<Arch, ArchError> {
+        parse_capability(s).map_err(|reason| ArchError::BadEntry {
+            entry: s.to_string(),
+            reason,
+        })
+    }
+}
+
+/// SASS (a cubin) or PTX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TargetKind {
     /// Machine code (a cubin) for exactly this arch.
     Sass,
     /// PTX for this virtual arch, JIT-compiled by the driver for newer GPUs.
     Ptx,
-}
-
-/// One thing to compile and to find in a fatbin: SASS or PTX for one arch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Target {
-    pub arch: Arch,
-    pub kind: TargetKind,
 }
 
 impl TargetKind {
@@ -145,7 +196,30 @@ impl fmt::Display for TargetKind {
     }
 }
 
+/// Parses "sass" or "ptx".
+impl FromStr for TargetKind {
+    type Err = ArchError;
+
+    fn from_str(s: &str) -> Result<TargetKind, ArchError> {
+        match s {
+            "sass" => Ok(TargetKind::Sass),
+            "ptx" => Ok(TargetKind::Ptx),
+            _ => Err(ArchError::BadKind(s.to_string())),
+        }
+    }
+}
+
+/// One thing to compile and to find in a fatbin: SASS or PTX for one arch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Target {
+    /// The (virtual, for PTX) arch.
+    pub arch: Arch,
+    /// SASS or PTX.
+    pub kind: TargetKind,
+}
+
 impl Target {
+    /// SASS for `arch`.
     pub fn sass(arch: Arch) -> Target {
         Target {
             arch,
@@ -153,6 +227,7 @@ impl Target {
         }
     }
 
+    /// PTX for `arch`.
     pub fn ptx(arch: Arch) -> Target {
         Target {
             arch,
@@ -193,65 +268,121 @@ impl Target {
     }
 }
 
+/// The target's name, "sm_90a" or "compute_120" (also its JSON spelling).
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name())
     }
 }
 
-/// JSON and the manifest spell a target by its name ("sm_90a", "compute_120").
-impl serde::Serialize for Target {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
+/// Parses a name as [`Target::name`] writes it.
+impl FromStr for Target {
+    type Err = ArchError;
 
-impl<'de> serde::Deserialize<'de> for Target {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
-        let name = String::deserialize(d)?;
-        Target::parse(&name).ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "{name:?} is not a target (sm_NN[a|f] or compute_NN[a|f])"
-            ))
-        })
+    fn from_str(s: &str) -> Result<Target, ArchError> {
+        Target::parse(s).ok_or_else(|| ArchError::BadTarget(s.to_string()))
     }
 }
 
 /// One matrix entry: SASS for `arch`, plus PTX when `ptx`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MatrixEntry {
+    /// The capability SASS is built for.
     pub arch: Arch,
+    /// `+PTX`: PTX for the same arch as well.
     pub ptx: bool,
 }
 
-/// The validated arch matrix, in the order written.
+impl MatrixEntry {
+    /// The targets this entry asks for: SASS, then PTX when `+PTX`.
+    pub fn targets(&self) -> impl Iterator<Item = Target> {
+        let ptx = self.ptx.then(|| Target::ptx(self.arch));
+        std::iter::once(Target::sass(self.arch)).chain(ptx)
+    }
+}
+
+/// "9.0a", "12.0+PTX": the matrix spelling (what Cargo.toml and the manifest write).
+impl fmt::Display for MatrixEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.arch, if self.ptx { "+PTX" } else { "" })
+    }
+}
+
+/// The matrix entry grammar, `MAJOR.MINOR[a|f][+PTX]`: no whitespace, `+PTX` upper case, a
+/// known capability, `a` from 9.0 and `f` from 10.0 on.
+impl FromStr for MatrixEntry {
+    type Err = ArchError;
+
+    fn from_str(raw: &str) -> Result<MatrixEntry, ArchError> {
+        let bad = |reason: String| ArchError::BadEntry {
+            entry: raw.to_string(),
+            reason,
+        };
+        if raw.trim() != raw {
+            return Err(bad("has leading or trailing whitespace".into()));
+        }
+        let (cap, ptx) = match raw.split_once('+') {
+            None => (raw, false),
+            Some((cap, "PTX")) => (cap, true),
+            Some((_, other)) => {
+                return Err(bad(format!(
+                    "unknown suffix \"+{other}\" (the only suffix is \"+PTX\", upper case)"
+                )))
+            }
+        };
+        let arch = parse_capability(cap).map_err(bad)?;
+        Ok(MatrixEntry { arch, ptx })
+    }
+}
+
+/// The validated arch matrix, in the order written: not empty, each capability once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArchMatrix {
     entries: Vec<MatrixEntry>,
 }
 
 impl ArchMatrix {
-    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<ArchMatrix, PinsError> {
-        if entries.is_empty() {
-            return Err(PinsError::Invalid(
-                "archs is empty: list at least one compute capability, e.g. [\"9.0\"]".into(),
-            ));
-        }
-        let mut parsed: Vec<MatrixEntry> = Vec::new();
+    /// Parses the entries as written (Cargo.toml's `archs`), in order: the first malformed
+    /// or repeated entry is the error.
+    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<ArchMatrix, ArchError> {
+        let mut matrix = ArchMatrix::empty(entries.len())?;
         for raw in entries {
             let raw = raw.as_ref();
-            let entry = parse_entry(raw)?;
-            if parsed.iter().any(|p| p.arch == entry.arch) {
-                return Err(PinsError::BadArch {
-                    entry: raw.to_string(),
-                    reason: format!("{} is listed twice", entry.arch),
-                });
-            }
-            parsed.push(entry);
+            matrix.push(raw.parse()?, raw)?;
         }
-        Ok(ArchMatrix { entries: parsed })
+        Ok(matrix)
     }
 
+    /// Validates entries that are already typed (e.g. read from a build manifest).
+    pub fn new(entries: Vec<MatrixEntry>) -> Result<ArchMatrix, ArchError> {
+        let mut matrix = ArchMatrix::empty(entries.len())?;
+        for entry in entries {
+            matrix.push(entry, &entry.to_string())?;
+        }
+        Ok(matrix)
+    }
+
+    fn empty(len: usize) -> Result<ArchMatrix, ArchError> {
+        if len == 0 {
+            return Err(ArchError::Empty);
+        }
+        Ok(ArchMatrix {
+            entries: Vec::with_capacity(len),
+        })
+    }
+
+    fn push(&mut self, entry: MatrixEntry, raw: &str) -> Result<(), ArchError> {
+        if self.entries.iter().any(|p| p.arch == entry.arch) {
+            return Err(ArchError::BadEntry {
+                entry: raw.to_string(),
+                reason: format!("{} is listed twice", entry.arch),
+            });
+        }
+        self.entries.push(entry);
+        Ok(())
+    }
+
+    /// The entries in the order written.
     pub fn entries(&self) -> &[MatrixEntry] {
         &self.entries
     }
@@ -276,12 +407,20 @@ impl ArchMatrix {
 
     /// The highest capability in the matrix (what `cudaForwardCompat` PTX would be for).
     pub fn newest(&self) -> Arch {
-        *self
-            .sass()
-            .collect::<Vec<_>>()
-            .iter()
-            .max()
-            .expect("matrix is never empty")
+        self.sass().max().expect("matrix is never empty")
+    }
+}
+
+/// The entries, space-separated: "8.0 9.0a 12.0+PTX".
+impl fmt::Display for ArchMatrix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.entries.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            e.fmt(f)?;
+        }
+        Ok(())
     }
 }
 
@@ -293,27 +432,6 @@ fn split_variant(t: &str) -> (&str, Variant) {
     } else {
         (t, Variant::Plain)
     }
-}
-
-fn parse_entry(raw: &str) -> Result<MatrixEntry, PinsError> {
-    let bad = |reason: String| PinsError::BadArch {
-        entry: raw.to_string(),
-        reason,
-    };
-    if raw.trim() != raw {
-        return Err(bad("has leading or trailing whitespace".into()));
-    }
-    let (cap, ptx) = match raw.split_once('+') {
-        None => (raw, false),
-        Some((cap, "PTX")) => (cap, true),
-        Some((_, other)) => {
-            return Err(bad(format!(
-                "unknown suffix \"+{other}\" (the only suffix is \"+PTX\", upper case)"
-            )))
-        }
-    };
-    let arch = parse_capability(cap).map_err(bad)?;
-    Ok(MatrixEntry { arch, ptx })
 }
 
 fn parse_capability(cap: &str) -> Result<Arch, String> {
@@ -364,6 +482,7 @@ mod tests {
 
     #[test]
     fn parses_the_default_matrix() {
+        // A fixture with the shape of kiln's matrix (the live one is Cargo.toml's).
         let m = ArchMatrix::parse(&["8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX"]).unwrap();
         let names: Vec<String> = m.targets().iter().map(Target::name).collect();
         assert_eq!(
@@ -451,5 +570,57 @@ mod target_tests {
             Arch::from_number(120, Variant::Plain),
             Arch::parse_any("12.0").unwrap()
         );
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_through_display_and_from_str() {
+        for raw in [
+            "8.0",
+            "9.0a",
+            "10.0f",
+            "12.0+PTX",
+            "12.0f+PTX",
+            "9.0a+PTX",
+            "7.5",
+        ] {
+            let e: MatrixEntry = raw.parse().unwrap();
+            assert_eq!(e.to_string(), raw);
+        }
+        let m = ArchMatrix::parse(&["8.0", "9.0a", "12.0+PTX"]).unwrap();
+        assert_eq!(m.to_string(), "8.0 9.0a 12.0+PTX");
+        assert_eq!(ArchMatrix::new(m.entries().to_vec()), Ok(m));
+        assert_eq!(
+            "9.0a".parse::<Arch>().unwrap(),
+            Arch::parse_any("sm_90a").unwrap()
+        );
+        assert!("9.0+PTX".parse::<Arch>().is_err());
+        assert_eq!(
+            "compute_120".parse::<Target>().unwrap().to_string(),
+            "compute_120"
+        );
+        assert_eq!(
+            "sm_9.0".parse::<Target>().unwrap_err().to_string(),
+            "\"sm_9.0\" is not a target (sm_NN[a|f] or compute_NN[a|f])"
+        );
+        assert_eq!("ptx".parse::<TargetKind>(), Ok(TargetKind::Ptx));
+        assert!("PTX".parse::<TargetKind>().is_err());
+    }
+
+    #[test]
+    fn typed_matrices_are_validated_like_written_ones() {
+        let e: MatrixEntry = "9.0".parse().unwrap();
+        let p: MatrixEntry = "9.0+PTX".parse().unwrap();
+        assert!(ArchMatrix::new(vec![e, p])
+            .unwrap_err()
+            .to_string()
+            .contains("listed twice"));
+        assert_eq!(ArchMatrix::new(Vec::new()), Err(ArchError::Empty));
+        let targets: Vec<String> = p.targets().map(|t| t.name()).collect();
+        assert_eq!(targets, ["sm_90", "compute_90"]);
     }
 }

@@ -1,6 +1,6 @@
 //! GPU generations the reach table is computed for: compute capability, example products and
-//! the CUDA release that first compiled for it. Data only; the compatibility rules live in the
-//! audit (kiln-audit's `reach`).
+//! the CUDA release that first compiled for it. Data only; the compatibility rule is
+//! [`crate::runs_on`].
 //!
 //! Sources: NVIDIA, "CUDA GPUs — Compute Capability" (developer.nvidia.com/cuda-gpus) for the
 //! capability and products of each row; the CUDA Toolkit release notes of the release named
@@ -29,7 +29,9 @@
 /// One GPU generation (one compute capability).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuGeneration {
+    /// 9 of 9.0.
     pub major: u32,
+    /// 0 of 9.0.
     pub minor: u32,
     /// NVIDIA's architecture name.
     pub architecture: &'static str,
