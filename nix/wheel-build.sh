@@ -15,6 +15,10 @@ export XDG_CACHE_HOME="$TMPDIR/xdg-cache" ZIG_GLOBAL_CACHE_DIR="$TMPDIR/zig-cach
 maturin build --release --offline --locked \
   --manifest-path crates/kiln-py/Cargo.toml \
   --zig --compatibility "$manylinux" --out raw
+# crane's dependency-only build (nix/wheel.nix wheelDeps) runs this same maturin command over
+# dummied sources, so that the real build finds every dependency compiled with maturin's target
+# and linker; the dummy wheel is not finalized.
+if [ -n "${CRANE_BUILD_DEPS_ONLY:-}" ]; then exit 0; fi
 # The post-processing step `cargo xtask wheel` runs too (crates/kiln-wheel/src/finalize.rs):
 # Requires-Dist and the SBOM's runtime wheels from the pins, RECORD rehashed. By the kiln
 # already built from this source (Nix: the kiln package; `cargo xtask sandbox`: its kiln

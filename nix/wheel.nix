@@ -19,8 +19,26 @@ assert lib.assertMsg (requiresDist != [ ])
 # One maturin release for both routes: PyPI's (cargo xtask) and nixpkgs' (here).
 assert lib.assertMsg (pkgs.maturin.version == pins.maturin)
   "kiln: nixpkgs has maturin ${pkgs.maturin.version}, but Cargo.toml pins maturin = \"${pins.maturin}\" (the PyPI route installs that one); pin the release the locked nixpkgs has";
+let
+  # maturin --zig's own dependency build: nix/wheel-build.sh (maturin only, under
+  # CRANE_BUILD_DEPS_ONLY) over crane's dummied sources. The workspace's dependency build
+  # (crates.cargoArtifacts, plain `cargo build`) cannot serve maturin: it builds under
+  # target/release, maturin --zig under target/<triple>/release, and cargo hashes the target
+  # linker (cargo-zigbuild's wrapper) into every unit's fingerprint, so even a `--target` build
+  # without maturin's linker leaves 102 of 127 units dirty (`ConfigSettingsChanged`). Measured
+  # without Nix (README "maturin reuses the dependency build"): maturin over dummied sources
+  # compiled 79 units, then maturin over the real sources compiled only the 8 workspace crates.
+  wheelDeps = crates.craneLib.buildDepsOnly (crates.commonArgs // {
+    pname = "kiln-wheel";
+    nativeBuildInputs = crates.commonArgs.nativeBuildInputs ++ [ pkgs.maturin pkgs.zig ];
+    doCheck = false;
+    inherit manylinux;
+    buildPhaseCargoCommand = "bash ${./wheel-build.sh}";
+  });
+in
 crates.craneLib.mkCargoDerivation (crates.finalArgs // crates.buildInfo // {
   pname = "kiln-wheel";
+  cargoArtifacts = wheelDeps;
   # crates.kiln: `kiln wheel finalize` in nix/wheel-build.sh (the CLI built once, not again here).
   nativeBuildInputs = crates.commonArgs.nativeBuildInputs ++ [ pkgs.maturin pkgs.zig crates.kiln ];
   NIX_DONT_SET_RPATH = true;

@@ -97,22 +97,29 @@ let
     '';
   };
 
+  # maturin itself: the same command for the dependency build and the wheel. cargo hashes the
+  # target linker (maturin --zig's cargo-zigbuild wrapper) into every unit's fingerprint, so
+  # only a dependency build made by this maturin command is reused by it (nix/wheel.nix says
+  # what was measured).
+  maturinBuild = ''
+    export XDG_CACHE_HOME="$TMPDIR/xdg-cache" ZIG_GLOBAL_CACHE_DIR="$TMPDIR/zig-cache"
+    maturin build --release --offline --locked --target ${triple} --zig --compatibility ${manylinux} --out dist
+  '';
+
   # crane's dependency-only build over the project's dummied sources: kiln-build (a path
-  # dependency outside the project, so real sources) and every crates.io crate, for the target
-  # maturin builds for. No tests: maturin runs none, and a pyo3 test binary would want libpython.
+  # dependency outside the project, so real sources) and every crates.io crate, built by
+  # maturin for its target and linker (the dummy wheel is left behind). No tests: maturin runs
+  # none, and a pyo3 test binary would want libpython.
   cargoArtifacts = craneLib.buildDepsOnly (common // {
     doCheck = false;
-    cargoExtraArgs = "--locked --target ${triple}";
+    buildPhaseCargoCommand = maturinBuild;
   });
 in
 craneLib.mkCargoDerivation (common // {
   inherit cargoArtifacts;
   doInstallCargoArtifacts = false;
   NIX_DONT_SET_RPATH = true;
-  buildPhaseCargoCommand = ''
-    export XDG_CACHE_HOME="$TMPDIR/xdg-cache" ZIG_GLOBAL_CACHE_DIR="$TMPDIR/zig-cache"
-    maturin build --release --offline --locked --target ${triple} --zig --compatibility ${manylinux} --out dist
-  '';
+  buildPhaseCargoCommand = maturinBuild;
   installPhaseCommand = ''
     mkdir -p $out
     cp dist/*.whl $out/

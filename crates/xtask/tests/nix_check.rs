@@ -1011,3 +1011,38 @@ fn a_nightly_without_a_committed_std_lock_is_named() {
         )],
     );
 }
+
+#[test]
+fn the_wheels_dependency_build_is_maturins_own() {
+    // maturin --zig builds under target/<triple>/ with cargo-zigbuild's linker, which cargo
+    // hashes into every fingerprint: only a dependency build made by the same maturin command is
+    // reused (nix/wheel.nix). The workspace's plain cargo dependency build would not be.
+    let f = Fixture::new();
+    let wheel = eval_json(
+        &f,
+        "packages.x86_64-linux.wheel.buildPhaseCargoCommand",
+        None,
+    );
+    let deps = eval_json(
+        &f,
+        "packages.x86_64-linux.wheel.cargoArtifacts.buildPhaseCargoCommand",
+        None,
+    );
+    assert_eq!(
+        wheel, deps,
+        "the dependency build must run the wheel's own maturin step"
+    );
+    assert!(
+        deps.as_str().is_some_and(|c| c.contains("wheel-build.sh")),
+        "{deps}"
+    );
+    let script = std::fs::read_to_string(workspace().join("nix/wheel-build.sh")).unwrap();
+    let stop = script
+        .find("CRANE_BUILD_DEPS_ONLY")
+        .expect("wheel-build.sh stops after maturin in crane's dependency build");
+    assert!(
+        stop > script.find("maturin build").unwrap()
+            && stop < script.find("wheel finalize").unwrap(),
+        "the dependency build runs maturin and stops before finalizing"
+    );
+}

@@ -307,6 +307,10 @@ fn the_template_wheel_has_a_dependency_cache_for_its_target_and_its_locks() {
     assert_eq!(wheel["cargoArtifacts"], "set", "{wheel}");
     assert_eq!(deps["postUnpack"], wheel["postUnpack"], "{deps}\n{wheel}");
     assert_eq!(deps["kilnProjectDir"], "checks/consumer");
+    assert_eq!(
+        deps["buildPhaseCargoCommand"], wheel["buildPhaseCargoCommand"],
+        "the dependency build runs the wheel's maturin command (its target and linker)"
+    );
     let target = "--target x86_64-unknown-linux-gnu";
     for (what, cmd) in [
         ("maturin", &wheel["buildPhaseCargoCommand"]),
@@ -435,4 +439,26 @@ fn other_kiln_build_paths_are_laid_out_or_refused() {
         assert!(!out.status.success(), "{p}: {msg}");
         assert!(msg.contains(p) && msg.contains(why), "{p}: {msg}");
     }
+}
+
+/// buildWheel uses the template's Cargo.lock `--locked`, as is: it must already name every
+/// crate kiln-build brings (a new internal kiln crate changes it). Runs without crane.
+#[test]
+fn the_template_lock_is_current() {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--locked",
+            "--format-version",
+            "1",
+            "--manifest-path",
+        ])
+        .arg(workspace().join("checks/consumer/Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "checks/consumer/Cargo.lock is out of date (cargo metadata --manifest-path checks/consumer/Cargo.toml updates it): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -83,7 +83,11 @@ let
       mkCargoDerivation (builtins.removeAttrs args [ "cargoBuildCommand" "cargoCheckCommand" "cargoExtraArgs" "cargoBuildExtraArgs" "cargoTestCommand" "cargoTestExtraArgs" ] // {
         pnameSuffix = "-deps";
         cargoArtifacts = null;
-        buildPhaseCargoCommand = "${cargoCheckCommand} ${cargoExtraArgs}; ${cargoBuildCommand} ${cargoExtraArgs} ${cargoBuildExtraArgs}; ${cargoTestCommand} ${cargoExtraArgs} ${cargoTestExtraArgs}";
+        # crane lib/buildDepsOnly.nix at 2c71e194 (lines 73-77): `args.buildPhaseCargoCommand or`
+        # the check + build commands; a caller's own command (maturin over the dummy sources)
+        # is kept.
+        buildPhaseCargoCommand = args.buildPhaseCargoCommand or "${cargoCheckCommand} ${cargoExtraArgs}; ${cargoBuildCommand} ${cargoExtraArgs} ${cargoBuildExtraArgs}; ${cargoTestCommand} ${cargoExtraArgs} ${cargoTestExtraArgs}";
+        env = (args.env or { }) // { CRANE_BUILD_DEPS_ONLY = args.env.CRANE_BUILD_DEPS_ONLY or 1; };
       });
 
     buildPackage =
