@@ -26,7 +26,7 @@ let
   # target/release, maturin --zig under target/<triple>/release, and cargo hashes the target
   # linker (cargo-zigbuild's wrapper) into every unit's fingerprint, so even a `--target` build
   # without maturin's linker leaves 102 of 127 units dirty (`ConfigSettingsChanged`). Measured
-  # without Nix (README "maturin reuses the dependency build"): maturin over dummied sources
+  # without Nix (checks/nix/README.md, "maturin and crane's dependency build"): maturin over dummied sources
   # compiled 79 units, then maturin over the real sources compiled only the 8 workspace crates.
   wheelDeps = crates.craneLib.buildDepsOnly (crates.commonArgs // {
     pname = "kiln-wheel";
