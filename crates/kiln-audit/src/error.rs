@@ -26,10 +26,10 @@ impl AuditError {
         AuditError::Io(path.to_path_buf(), e)
     }
 
-    pub(crate) fn open(path: &Path, e: crate::source::OpenError) -> AuditError {
+    pub(crate) fn open(path: &Path, e: crate::read::source::OpenError) -> AuditError {
         match e {
-            crate::source::OpenError::Io(e) => AuditError::io(path, e),
-            crate::source::OpenError::NotRegular(kind) => {
+            crate::read::source::OpenError::Io(e) => AuditError::io(path, e),
+            crate::read::source::OpenError::NotRegular(kind) => {
                 AuditError::NotRegular(path.to_path_buf(), kind)
             }
         }

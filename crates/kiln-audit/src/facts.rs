@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-pub use crate::device::{Compression, DeviceCode, EntryFacts, EntryKind, EntryTarget};
-pub use crate::elf::{DlopenFeature, ElfFacts};
+pub use crate::read::device::{Compression, DeviceCode, EntryFacts, EntryKind, EntryTarget};
+pub use crate::read::elf::{DlopenFeature, ElfFacts};
 pub use kiln_pins::{Target, TargetKind, Variant};
 pub use kiln_wheel::metadata::Requirement;
 pub use kiln_wheel::record::{MemberDigest, RecordRow};

@@ -3,38 +3,28 @@
 //! A library: it never prints and never exits; the `kiln` binary renders the [`Report`].
 //!
 //! Readers turn bytes into typed facts, and only the rules decide findings:
-//! - readers: `input` (wheel / ELF / fatbin / directory → [`facts::Artifact`]), `elf`, `device`,
-//!   with the wheel formats from kiln-wheel; a problem met while reading is a
+//! - [`read`] (`read/`): `input` (wheel / ELF / fatbin / directory → [`facts::Artifact`]), `elf`,
+//!   `device`, with the wheel formats from kiln-wheel; a problem met while reading is a
 //!   [`facts::ReadProblem`], never a finding
-//! - `rules/`: every rule id (registered in [`RULES`]), from facts + [`Policy`]
-//! - `platform`, `nvidia_wheels`: what the target system and NVIDIA's wheels provide
+//! - `rules/`: every [`Rule`] (registered in [`RULES`]), from facts + [`Policy`], with `platform`
+//!   and `nvidia_wheels`: what the target system and NVIDIA's wheels provide
 //! - `kernel_matrix`: the kernel × target matrix, a view of the facts for the report
 //! - `reach`: GPU generation × binary, how each kernel gets there (the reach/* rules judge it)
 //!
 //! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
 //! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
 
-pub mod demangle;
-mod device;
-mod elf;
-mod elf_dynamic;
 mod error;
 pub mod facts;
 mod finding;
-mod input;
 pub mod json;
 mod kernel_fold;
 mod kernel_matrix;
-mod nvidia_wheels;
 mod options;
-mod platform;
 mod policy;
 mod reach;
+pub mod read;
 mod rules;
-mod runpath;
-mod source;
-mod spill;
-mod zip_view;
 
 use std::path::Path;
 
@@ -42,18 +32,13 @@ use serde::Serialize;
 
 pub use error::AuditError;
 pub use facts::{Artifact, Binary, InputKind};
-pub use finding::{Finding, Severity, LOWER_SEVERITY, RULES};
+pub use finding::{Finding, Rule, Severity, LOWER_SEVERITY, RULES};
 pub use kernel_matrix::{Coverage, CoverageRow};
 pub use options::{NoProgress, Options, Progress};
 pub use policy::{parse_arch_list, parse_gpu_list, Policy};
 pub use reach::{BinaryReach, Path as ReachPath, Reach, ReachCell};
+pub use read::demangle;
 pub use rules::{Resolution, Via};
-
-/// The readers, for callers that hold bytes rather than a path (fuzzing, tests).
-pub mod read {
-    pub use crate::device::read as device_code;
-    pub use crate::input::{analyse as binary, read as path, read_wheel as wheel};
-}
 
 /// Findings of one rule listed in a report; past this, one more finding of the same rule says
 /// how many were left out (the counts stay exact).
@@ -111,7 +96,7 @@ pub fn audit(
     opts: &Options,
     progress: &dyn Progress,
 ) -> Result<Report, AuditError> {
-    let artifact = input::read(path, opts, progress)?;
+    let artifact = read::path(path, opts, progress)?;
     Ok(evaluate(path, artifact, policy))
 }
 
@@ -122,7 +107,7 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
-            .then(a.rule.cmp(b.rule))
+            .then(a.rule.cmp(&b.rule))
             .then(a.file.cmp(&b.file))
     });
     findings.dedup();

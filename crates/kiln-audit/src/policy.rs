@@ -66,7 +66,7 @@ impl Policy {
             policy.min_driver = Some(d);
         }
         if let Some(p) = platform {
-            if crate::platform::glibc_ceiling(p).is_none() {
+            if crate::rules::platform::glibc_ceiling(p).is_none() {
                 return Err(format!(
                     "--platform {p:?}: not a manylinux platform tag (e.g. manylinux_2_28_x86_64)"
                 ));

@@ -5,7 +5,7 @@ use object::read::elf::{Dyn, FileHeader, SectionHeader, Sym};
 use object::Endianness;
 use serde::Serialize;
 
-use crate::elf_dynamic::{self, DynamicView};
+use crate::read::elf_dynamic::{self, DynamicView};
 
 type Header = elf::FileHeader64<Endianness>;
 

@@ -252,7 +252,7 @@ fn read_to(section: &[u8], depth: Depth, mapped: bool) -> Result<DeviceCode, Str
     // Parsing touched a page (and the kernel maps its neighbours) per entry header across the
     // whole section: hand them back before the payloads are read (most of the 115 MB that stayed
     // resident on cuDNN); each entry's own pages go back once it is read.
-    crate::spill::release(section, mapped);
+    crate::read::spill::release(section, mapped);
     let budget = AtomicU64::new(decompression_budget(section.len()));
     Ok(DeviceCode {
         containers: containers.len(),
@@ -275,7 +275,7 @@ fn entries_of(
     flat.par_iter()
         .map(|(i, e)| {
             let facts = entry_facts(*i, e, depth, budget);
-            crate::spill::release(e.payload, mapped);
+            crate::read::spill::release(e.payload, mapped);
             facts
         })
         .collect()
@@ -303,7 +303,7 @@ pub fn scan(
     let mut released = 0;
     let mut release_behind = |at: usize| {
         if mapped && at >= released + RELEASE_SPAN {
-            crate::spill::release(&section[released..at], true);
+            crate::read::spill::release(&section[released..at], true);
             released = at;
         }
     };
@@ -327,11 +327,11 @@ pub fn scan(
             _ => at = o + 1,
         }
     }
-    crate::spill::release(section, mapped);
+    crate::read::spill::release(section, mapped);
     let mut released = 0;
     let mut release_behind = |at: usize| {
         if mapped && at >= released + RELEASE_SPAN {
-            crate::spill::release(&section[released..at], true);
+            crate::read::spill::release(&section[released..at], true);
             released = at;
         }
     };
@@ -358,7 +358,7 @@ pub fn scan(
             cubins.push((o, image));
         }
     }
-    crate::spill::release(section, mapped);
+    crate::read::spill::release(section, mapped);
     let mut entries = entries_of(
         &containers,
         first_index,
@@ -369,7 +369,7 @@ pub fn scan(
     let raw_index = first_index + containers.len();
     entries.extend(cubins.iter().enumerate().map(|(i, (o, image))| {
         let facts = raw_cubin_facts(raw_index + i, *o, image, list_kernels);
-        crate::spill::release(&image[..facts.stored_size.min(image.len())], mapped);
+        crate::read::spill::release(&image[..facts.stored_size.min(image.len())], mapped);
         facts
     }));
     for e in &mut entries {
@@ -600,7 +600,7 @@ fn finish(mut f: EntryFacts) -> EntryFacts {
         f.kernels_demangled = f
             .kernels
             .iter()
-            .map(|k| crate::demangle::demangle_cached(k))
+            .map(|k| crate::read::demangle::demangle_cached(k))
             .collect();
     }
     f
