@@ -15,11 +15,15 @@ pub use kiln_wheel::metadata::Requirement;
 pub use kiln_wheel::record::{MemberDigest, RecordRow};
 pub use kiln_wheel::tags::FilenameTags;
 
+/// What kind of input was audited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InputKind {
+    /// A `.whl` archive.
     Wheel,
+    /// One ELF file (shared library or executable).
     Elf,
+    /// A directory: an unpacked wheel or a site-packages.
     Directory,
     /// A bare fatbin file (what `nvcc -fatbin` or `fatbinary` writes).
     Fatbin,
@@ -30,7 +34,9 @@ pub enum InputKind {
 pub struct Binary {
     /// Path relative to the input root ("" parts joined with '/').
     pub path: String,
+    /// Its size in bytes.
     pub size: u64,
+    /// What its ELF headers declare; None for a bare fatbin or an unreadable ELF.
     pub elf: Option<ElfFacts>,
     /// Loadable device code: `.nv_fatbin`, then what other data sections hold (entries with
     /// `section` set).
@@ -40,8 +46,10 @@ pub struct Binary {
     /// no coverage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relocatable: Option<DeviceCode>,
+    /// Why the ELF could not be read.
     #[serde(skip)]
     pub elf_error: Option<String>,
+    /// Why its device code could not be read.
     #[serde(skip)]
     pub device_error: Option<String>,
 }
@@ -51,24 +59,30 @@ pub struct Binary {
 pub struct DistRecord {
     /// `<name>-<version>.dist-info`
     pub dist_info: String,
+    /// Its rows by member path.
     pub rows: Option<BTreeMap<String, RecordRow>>,
 }
 
 impl DistRecord {
+    /// `<dist-info>/RECORD`.
     pub fn record_path(&self) -> String {
         format!("{}/RECORD", self.dist_info)
     }
 }
 
+/// What a wheel's dist-info says about it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct WheelMeta {
+    /// The top-level `.dist-info` directories.
     #[serde(serialize_with = "crate::json::dist_info")]
     pub dist_info: Vec<String>,
     /// Tags from the WHEEL file(s), expanded.
     #[serde(serialize_with = "crate::json::tags")]
     pub tags: Vec<String>,
+    /// The tags the file name claims, when it parses.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filename: Option<FilenameTags>,
+    /// METADATA's Requires-Dist lines.
     #[serde(serialize_with = "crate::json::requires_dist")]
     pub requires_dist: Vec<Requirement>,
     /// Every top-level dist-info's RECORD, in `dist_info` order.
@@ -124,13 +138,18 @@ pub enum ReadProblem {
     },
 }
 
+/// Everything the readers learned about one input.
 #[derive(Debug, Clone)]
 pub struct Artifact {
+    /// What the input is.
     pub kind: InputKind,
+    /// The input's path.
     pub root: PathBuf,
     /// Every file path in the input (relative, '/'-separated).
     pub files: BTreeSet<String>,
+    /// Every ELF (or bare fatbin) in it.
     pub binaries: Vec<Binary>,
+    /// For a wheel (or an unpacked one): its metadata.
     pub wheel: Option<WheelMeta>,
     /// sha256 and size of every member or file read, for RECORD.
     pub digests: BTreeMap<String, MemberDigest>,

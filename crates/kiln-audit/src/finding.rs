@@ -4,15 +4,20 @@ use std::fmt;
 
 use serde::Serialize;
 
+/// How bad a finding is; `--fail-on` compares against it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// Worth knowing; never fails the default gate.
     Info,
+    /// Likely wrong or fragile.
     Warning,
+    /// The artifact is broken for some user.
     Error,
 }
 
 impl Severity {
+    /// The severity named `info`, `warning` or `error`.
     pub fn parse(text: &str) -> Option<Severity> {
         match text {
             "info" => Some(Severity::Info),
@@ -21,6 +26,7 @@ impl Severity {
             _ => None,
         }
     }
+    /// Its name, as in JSON.
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Info => "info",
@@ -30,15 +36,19 @@ impl Severity {
     }
 }
 
+/// One thing a rule found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     /// The rule; in JSON its stable id, e.g. "linkage/unresolved-needed" (see
     /// docs/audit-json-schema.md).
     pub rule: Rule,
+    /// Usually the rule's ([`Rule::severity`]); lower where [`LOWER_SEVERITY`] says.
     pub severity: Severity,
     /// Path inside the input (wheel member, file under the directory, or the file itself).
     pub file: String,
+    /// What is wrong, with the facts that show it.
     pub message: String,
+    /// How to fix it.
     pub fix: String,
 }
 

@@ -14,6 +14,9 @@
 //! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
 //! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
 
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
 mod error;
 pub mod facts;
 mod finding;
@@ -47,38 +50,58 @@ pub const FINDINGS_PER_RULE: usize = 100;
 /// Version of the JSON report layout (docs/audit-json-schema.md).
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// What one audit found: the findings, and the facts they were decided from.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// [`SCHEMA_VERSION`].
     pub schema: u32,
+    /// The input path as given.
     pub input: String,
+    /// What the input is.
     pub kind: InputKind,
+    /// The expectations the rules judged against.
     pub policy: Policy,
+    /// Findings by severity and what the input holds, in full.
     pub counts: Counts,
+    /// Most severe first, then by rule and file; capped per rule ([`FINDINGS_PER_RULE`]).
     #[serde(serialize_with = "crate::json::findings")]
     pub findings: Vec<Finding>,
     /// Before the long lists: under a JSON budget (json.rs) it is listed whatever they hold.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wheel: Option<facts::WheelMeta>,
+    /// Every ELF or bare fatbin in the input.
     #[serde(serialize_with = "crate::json::binaries")]
     pub binaries: Vec<Binary>,
+    /// How each NEEDED and dlopen soname resolves.
     #[serde(serialize_with = "crate::json::linkage")]
     pub linkage: Vec<Resolution>,
+    /// Kernel x target matrix per binary with device code.
     #[serde(serialize_with = "crate::json::coverage")]
     pub coverage: Vec<Coverage>,
     /// GPU generations x binaries: how the kernels get onto each (docs/reach.md).
     pub reach: Reach,
 }
 
+/// Totals over the whole input (exact, whatever the lists leave out).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Counts {
+    /// Findings at [`Severity::Error`].
     pub errors: usize,
+    /// Findings at [`Severity::Warning`].
     pub warnings: usize,
+    /// Findings at [`Severity::Info`].
     pub infos: usize,
+    /// ELF files and bare fatbins.
     pub binaries: usize,
+    /// Binaries holding loadable device code.
     pub binaries_with_device_code: usize,
+    /// Fatbin containers over all binaries.
     pub fatbin_containers: usize,
+    /// SASS (cubin) entries.
     pub cubins: usize,
+    /// PTX entries.
     pub ptx: usize,
+    /// Distinct kernel names per binary, summed.
     pub kernels: usize,
 }
 

@@ -83,6 +83,7 @@ impl Policy {
             .map(|row| row.ptx_isa)
     }
 
+    /// No expectation set: only the rules that need no policy run.
     pub fn is_empty(&self) -> bool {
         self.expect_sass.is_none()
             && self.expect_ptx.is_none()

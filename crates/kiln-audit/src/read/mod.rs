@@ -18,6 +18,8 @@ mod elf_dynamic;
 pub(crate) mod input;
 pub(crate) mod runpath;
 pub(crate) mod source;
+// Maps spilled members (memmap2) and advises the kernel to drop pages: the crate's only unsafe.
+#[allow(unsafe_code)]
 mod spill;
 mod zip_view;
 

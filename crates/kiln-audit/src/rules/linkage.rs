@@ -16,10 +16,13 @@ use crate::rules::platform;
 /// How one soname a binary needs is found at run time.
 #[derive(Debug, Clone, Serialize)]
 pub struct Resolution {
+    /// The binary that needs it.
     pub file: String,
+    /// The soname as written.
     pub soname: String,
     /// "needed" or "dlopen"
     pub how: &'static str,
+    /// Where it resolves.
     pub via: Via,
 }
 
@@ -33,6 +36,7 @@ pub enum Via {
     System,
     /// The NVIDIA driver's libraries.
     Driver,
+    /// libpython, provided by the interpreter.
     Python,
     /// The soname is a path; the loader takes it as is.
     Path,
