@@ -94,46 +94,84 @@ pub struct WheelMeta {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadProblem {
     /// A member path that must not be extracted; the member was not read.
-    UnsafePath { member: String, why: &'static str },
+    UnsafePath {
+        /// The member's path as the archive names it.
+        member: String,
+        /// What makes it unsafe.
+        why: &'static str,
+    },
     /// The member could not be opened (`action` "read") or inflated ("decompress").
     UnreadableMember {
+        /// The member's path.
         member: String,
+        /// "read" or "decompress".
         action: &'static str,
+        /// The reader's message.
         error: String,
     },
     /// Over `limit` bytes: as declared by the zip (`declared`), or found while inflating (None).
     MemberTooLarge {
+        /// The member's path.
         member: String,
+        /// The size the zip declares, when that is what is over.
         declared: Option<u64>,
+        /// `--max-member-size`.
         limit: u64,
     },
     /// A RECORD line that is not CSV (1-based line number).
     BadRecordLine {
+        /// The RECORD's path.
         record: String,
+        /// 1-based line number.
         line: usize,
+        /// The CSV parser's message.
         error: String,
     },
     /// A Requires-Dist value that is not PEP 508.
     BadRequiresDist {
+        /// The METADATA's path.
         metadata: String,
+        /// The value as written.
         value: String,
+        /// The PEP 508 parser's message.
         error: String,
     },
     /// Python's `zipfile` (so pip) would list, name or place this member differently from the
     /// zip reader the audit used, or would refuse the archive (`member` "" for the whole file).
-    ZipDifferential { member: String, why: String },
+    ZipDifferential {
+        /// The member's path ("" for the whole file).
+        member: String,
+        /// How the two readers differ.
+        why: String,
+    },
     /// A member whose Unix mode says symbolic link: pip writes it as a regular file holding the
     /// link target, so it is never analysed and never satisfies a NEEDED.
-    SymlinkMember { member: String },
+    SymlinkMember {
+        /// The member's path.
+        member: String,
+    },
     /// The dist-info pip would refuse or read differently (none, several, misnamed, WHEEL or
     /// METADATA missing, Wheel-Version not 1.x).
-    BadDistInfo { dist_info: String, why: String },
+    BadDistInfo {
+        /// The dist-info directory ("" when there is none).
+        dist_info: String,
+        /// What pip would do with it.
+        why: String,
+    },
     /// More bytes inflated from all members together than the input limit.
-    InflatedTooLarge { inflated: u64, limit: u64 },
+    InflatedTooLarge {
+        /// Bytes inflated when the read stopped.
+        inflated: u64,
+        /// `--max-total-size`.
+        limit: u64,
+    },
     /// A count past its hard cap (`what` says which); the rest was not read.
     OverLimit {
+        /// The file whose count is over.
         file: String,
+        /// What was counted.
         what: &'static str,
+        /// The cap.
         limit: u64,
     },
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use kiln_pins::{Arch, Pins, RuntimeLib};
 use serde::Serialize;
 
+/// What the audited artifact must hold; each rule that needs a field it lacks is skipped.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Policy {
     /// SASS targets every ELF with device code (and every kernel) must carry; exact variants.

@@ -83,6 +83,7 @@ pub struct BinaryReach {
     pub kernels: usize,
     /// Lowest and highest capability among its targets, "8.0" / "12.0".
     pub lowest: String,
+    /// See `lowest`.
     pub highest: String,
     /// The same range as numbers.
     #[serde(skip)]

@@ -148,7 +148,13 @@ fn cargo_machete(layout: &Layout) -> Result<PathBuf> {
     if !bin.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args(["install", "--locked", "--quiet", "cargo-machete", "--version"])
+            .args([
+                "install",
+                "--locked",
+                "--quiet",
+                "cargo-machete",
+                "--version",
+            ])
             .arg(CARGO_MACHETE)
             .arg("--root")
             .arg(&root)

@@ -23,6 +23,7 @@ use crate::read::source::{self, Source};
 use crate::read::spill;
 use crate::read::zip_view;
 
+/// Reads the wheel, ELF, fatbin or directory at `path` into facts.
 pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
     let meta = std::fs::metadata(path).map_err(|e| AuditError::io(path, e))?;
     if meta.is_dir() {

@@ -44,11 +44,14 @@ pub enum Via {
     Wheel(String),
     /// A runtime wheel present in the directory (site-packages) being audited.
     Installed {
+        /// The wheel's distribution name.
         wheel: String,
+        /// Its library directory, relative to the input.
         dir: String,
     },
     /// A runtime wheel, for an input that has no metadata to declare it.
     External(String),
+    /// Nowhere: the loader fails (NEEDED) or the feature is missing (dlopen).
     Unresolved,
 }
 
