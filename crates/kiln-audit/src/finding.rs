@@ -277,9 +277,9 @@ mod tests {
     fn findings_past_the_cap_are_counted_not_listed() {
         let f = |rule, file: &str| super::finding(rule, file, "m".into(), "x");
         let mut all: Vec<super::Finding> = (0..250)
-            .map(|i| f("wheel/record-missing", &format!("a{i}")))
+            .map(|i| f(super::Rule::WheelRecordMissing, &format!("a{i}")))
             .collect();
-        all.push(f("wheel/unsafe-path", "b"));
+        all.push(f(super::Rule::WheelUnsafePath, "b"));
         let out = super::aggregate(all, 100);
         assert_eq!(out.len(), 102, "{out:?}");
         assert_eq!(

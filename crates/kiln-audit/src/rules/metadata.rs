@@ -95,7 +95,7 @@ mod tests {
         findings
     }
 
-    fn rules(findings: &[Finding]) -> Vec<&str> {
+    fn rules(findings: &[Finding]) -> Vec<Rule> {
         findings.iter().map(|f| f.rule).collect()
     }
 

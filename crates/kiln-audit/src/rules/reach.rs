@@ -149,7 +149,7 @@ mod tests {
         a
     }
 
-    fn rules(a: &Artifact, policy: &Policy) -> Vec<(&'static str, String)> {
+    fn rules(a: &Artifact, policy: &Policy) -> Vec<(Rule, String)> {
         let mut f = Vec::new();
         check(a, policy, &mut f);
         f.into_iter().map(|f| (f.rule, f.message)).collect()

@@ -274,7 +274,7 @@ mod tests {
         f
     }
 
-    fn rules(f: &[Finding]) -> Vec<(&str, &str)> {
+    fn rules(f: &[Finding]) -> Vec<(Rule, &str)> {
         f.iter().map(|f| (f.rule, f.file.as_str())).collect()
     }
 
