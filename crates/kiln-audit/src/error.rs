@@ -3,20 +3,28 @@
 
 use std::path::{Path, PathBuf};
 
+/// Why an input could not be audited at all.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
+    /// Reading the path failed.
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),
+    /// Neither a wheel, an ELF, a fatbin nor a directory.
     #[error("{0}: not a wheel (zip), an ELF file, a fatbin or a directory")]
     Unrecognized(PathBuf),
+    /// A `.whl` that is not a readable zip.
     #[error("{0}: not a readable zip archive: {1}")]
     Zip(PathBuf, String),
+    /// Over `--max-total-size`: the path, its size, the limit.
     #[error("{0}: {1} bytes in total, over the limit of {2} (--max-total-size)")]
     TooLarge(PathBuf, u64, u64),
+    /// A device, FIFO or socket: what kind.
     #[error("{0}: {1}; only regular files and directories are audited")]
     NotRegular(PathBuf, &'static str),
+    /// The file changed while it was read.
     #[error("{0}: {1}; audit it again once nothing writes to it")]
     Changed(PathBuf, String),
+    /// A file that is both an ELF/fatbin and a zip.
     #[error("{0}: both an ELF/fatbin and a zip archive (or an ELF named .whl): pip would install one, the loader load the other — refused")]
     Polyglot(PathBuf),
 }
@@ -26,10 +34,10 @@ impl AuditError {
         AuditError::Io(path.to_path_buf(), e)
     }
 
-    pub(crate) fn open(path: &Path, e: crate::source::OpenError) -> AuditError {
+    pub(crate) fn open(path: &Path, e: crate::read::source::OpenError) -> AuditError {
         match e {
-            crate::source::OpenError::Io(e) => AuditError::io(path, e),
-            crate::source::OpenError::NotRegular(kind) => {
+            crate::read::source::OpenError::Io(e) => AuditError::io(path, e),
+            crate::read::source::OpenError::NotRegular(kind) => {
                 AuditError::NotRegular(path.to_path_buf(), kind)
             }
         }

@@ -1,16 +1,23 @@
 //! A finding: what a rule saw, where, how bad, and how to fix it.
 
+use std::fmt;
+
 use serde::Serialize;
 
+/// How bad a finding is; `--fail-on` compares against it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// Worth knowing; never fails the default gate.
     Info,
+    /// Likely wrong or fragile.
     Warning,
+    /// The artifact is broken for some user.
     Error,
 }
 
 impl Severity {
+    /// The severity named `info`, `warning` or `error`.
     pub fn parse(text: &str) -> Option<Severity> {
         match text {
             "info" => Some(Severity::Info),
@@ -19,6 +26,7 @@ impl Severity {
             _ => None,
         }
     }
+    /// Its name, as in JSON.
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Info => "info",
@@ -28,108 +36,180 @@ impl Severity {
     }
 }
 
+/// One thing a rule found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// Stable rule id, e.g. "linkage/unresolved-needed" (see docs/audit-json-schema.md).
-    pub rule: &'static str,
+    /// The rule; in JSON its stable id, e.g. "linkage/unresolved-needed" (see
+    /// docs/audit-json-schema.md).
+    pub rule: Rule,
+    /// Usually the rule's ([`Rule::severity`]); lower where [`LOWER_SEVERITY`] says.
     pub severity: Severity,
     /// Path inside the input (wheel member, file under the directory, or the file itself).
     pub file: String,
+    /// What is wrong, with the facts that show it.
     pub message: String,
+    /// How to fix it.
     pub fix: String,
 }
 
-/// Every rule id the audit can emit, with its severity; the JSON schema documents these.
-pub const RULES: &[(&str, Severity)] = &[
-    ("input/unreadable-member", Severity::Error),
-    ("elf/unreadable", Severity::Error),
-    ("elf/dynamic-mismatch", Severity::Error),
-    ("fatbin/malformed", Severity::Error),
-    ("fatbin/bad-entry", Severity::Error),
-    ("fatbin/target-mismatch", Severity::Error),
-    ("fatbin/outside-nv-fatbin", Severity::Error),
-    ("linkage/unresolved-needed", Severity::Error),
-    ("linkage/unresolved-dlopen", Severity::Error),
-    ("linkage/driver-stub-needed", Severity::Error),
-    ("linkage/driver-bundled", Severity::Error),
-    ("linkage/build-tree-runpath", Severity::Error),
-    ("linkage/needed-path", Severity::Error),
-    ("linkage/cuda-major-mix", Severity::Error),
-    ("tags/cxx-abi-too-new", Severity::Error),
-    ("linkage/runpath-undeclared-wheel", Severity::Warning),
-    ("linkage/extra-only-dependency", Severity::Warning),
-    ("linkage/bad-dlopen-note", Severity::Warning),
-    ("linkage/undeclared-dlopen", Severity::Info),
-    ("arch/missing-sass", Severity::Error),
-    ("arch/kernel-missing-sass", Severity::Error),
-    ("arch/missing-ptx", Severity::Error),
-    ("arch/unexpected-ptx", Severity::Error),
-    ("arch/ptx-isa-too-new", Severity::Error),
-    ("arch/extra-sass", Severity::Info),
-    ("arch/no-device-code", Severity::Error),
-    ("arch/relocatable-only", Severity::Warning),
-    ("reach/no-forward-path", Severity::Warning),
-    ("reach/gap", Severity::Warning),
-    ("reach/required-gpu", Severity::Error),
-    ("manifest/unreadable", Severity::Error),
-    ("manifest/target-missing", Severity::Error),
-    ("manifest/kernel-missing", Severity::Error),
-    ("manifest/unclaimed-target", Severity::Error),
-    ("manifest/ptx-isa-mismatch", Severity::Error),
-    ("manifest/matrix-differs", Severity::Error),
-    ("wheel/unsafe-path", Severity::Error),
-    ("wheel/member-too-large", Severity::Error),
-    ("wheel/record-mismatch", Severity::Error),
-    ("wheel/record-missing", Severity::Error),
-    ("wheel/no-dist-info", Severity::Error),
-    ("wheel/zip-differential", Severity::Error),
-    ("wheel/symlink-member", Severity::Error),
-    ("wheel/bad-dist-info", Severity::Error),
-    ("input/too-large", Severity::Error),
-    ("input/over-limit", Severity::Error),
-    ("metadata/missing-requires-dist", Severity::Error),
-    ("metadata/requires-dist-pin", Severity::Error),
-    ("metadata/requires-dist-exact", Severity::Warning),
-    ("metadata/bad-requires-dist", Severity::Warning),
-    ("tags/glibc-too-new", Severity::Error),
-    ("tags/abi3-links-libpython", Severity::Error),
-    ("tags/machine-mismatch", Severity::Error),
-    ("tags/filename-mismatch", Severity::Warning),
-];
+/// Every rule the audit can emit, with its id (the JSON `rule` string, docs/audit-json-schema.md)
+/// and its registered severity, in the order the schema lists them.
+macro_rules! rules {
+    ($($variant:ident = $id:literal, $severity:ident;)*) => {
+        /// A rule: what one kind of [`Finding`] checks. Serialized, displayed and ordered as its
+        /// id string ([`Rule::as_str`]), so reports sort and read as they did with string ids.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Rule {
+            $(
+                #[doc = concat!("`", $id, "`")]
+                $variant,
+            )*
+        }
+
+        impl Rule {
+            /// Every rule, in registration order.
+            pub const ALL: &'static [Rule] = &[$(Rule::$variant,)*];
+
+            /// The stable id, e.g. `"linkage/unresolved-needed"`.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Rule::$variant => $id,)*
+                }
+            }
+
+            /// The severity the rule is registered with ([`LOWER_SEVERITY`] lists the
+            /// exceptions).
+            pub const fn severity(self) -> Severity {
+                match self {
+                    $(Rule::$variant => Severity::$severity,)*
+                }
+            }
+        }
+    };
+}
+
+rules! {
+    InputUnreadableMember = "input/unreadable-member", Error;
+    ElfUnreadable = "elf/unreadable", Error;
+    ElfDynamicMismatch = "elf/dynamic-mismatch", Error;
+    FatbinMalformed = "fatbin/malformed", Error;
+    FatbinBadEntry = "fatbin/bad-entry", Error;
+    FatbinTargetMismatch = "fatbin/target-mismatch", Error;
+    FatbinOutsideNvFatbin = "fatbin/outside-nv-fatbin", Error;
+    LinkageUnresolvedNeeded = "linkage/unresolved-needed", Error;
+    LinkageUnresolvedDlopen = "linkage/unresolved-dlopen", Error;
+    LinkageDriverStubNeeded = "linkage/driver-stub-needed", Error;
+    LinkageDriverBundled = "linkage/driver-bundled", Error;
+    LinkageBuildTreeRunpath = "linkage/build-tree-runpath", Error;
+    LinkageNeededPath = "linkage/needed-path", Error;
+    LinkageCudaMajorMix = "linkage/cuda-major-mix", Error;
+    TagsCxxAbiTooNew = "tags/cxx-abi-too-new", Error;
+    LinkageRunpathUndeclaredWheel = "linkage/runpath-undeclared-wheel", Warning;
+    LinkageExtraOnlyDependency = "linkage/extra-only-dependency", Warning;
+    LinkageBadDlopenNote = "linkage/bad-dlopen-note", Warning;
+    LinkageUndeclaredDlopen = "linkage/undeclared-dlopen", Info;
+    ArchMissingSass = "arch/missing-sass", Error;
+    ArchKernelMissingSass = "arch/kernel-missing-sass", Error;
+    ArchMissingPtx = "arch/missing-ptx", Error;
+    ArchUnexpectedPtx = "arch/unexpected-ptx", Error;
+    ArchPtxIsaTooNew = "arch/ptx-isa-too-new", Error;
+    ArchExtraSass = "arch/extra-sass", Info;
+    ArchNoDeviceCode = "arch/no-device-code", Error;
+    ArchRelocatableOnly = "arch/relocatable-only", Warning;
+    ReachNoForwardPath = "reach/no-forward-path", Warning;
+    ReachGap = "reach/gap", Warning;
+    ReachRequiredGpu = "reach/required-gpu", Error;
+    ManifestUnreadable = "manifest/unreadable", Error;
+    ManifestTargetMissing = "manifest/target-missing", Error;
+    ManifestKernelMissing = "manifest/kernel-missing", Error;
+    ManifestUnclaimedTarget = "manifest/unclaimed-target", Error;
+    ManifestPtxIsaMismatch = "manifest/ptx-isa-mismatch", Error;
+    ManifestMatrixDiffers = "manifest/matrix-differs", Error;
+    WheelUnsafePath = "wheel/unsafe-path", Error;
+    WheelMemberTooLarge = "wheel/member-too-large", Error;
+    WheelRecordMismatch = "wheel/record-mismatch", Error;
+    WheelRecordMissing = "wheel/record-missing", Error;
+    WheelNoDistInfo = "wheel/no-dist-info", Error;
+    WheelZipDifferential = "wheel/zip-differential", Error;
+    WheelSymlinkMember = "wheel/symlink-member", Error;
+    WheelBadDistInfo = "wheel/bad-dist-info", Error;
+    InputTooLarge = "input/too-large", Error;
+    InputOverLimit = "input/over-limit", Error;
+    MetadataMissingRequiresDist = "metadata/missing-requires-dist", Error;
+    MetadataRequiresDistPin = "metadata/requires-dist-pin", Error;
+    MetadataRequiresDistExact = "metadata/requires-dist-exact", Warning;
+    MetadataBadRequiresDist = "metadata/bad-requires-dist", Warning;
+    TagsGlibcTooNew = "tags/glibc-too-new", Error;
+    TagsAbi3LinksLibpython = "tags/abi3-links-libpython", Error;
+    TagsMachineMismatch = "tags/machine-mismatch", Error;
+    TagsFilenameMismatch = "tags/filename-mismatch", Warning;
+}
+
+impl Rule {
+    /// The rule with this id.
+    pub fn parse(id: &str) -> Option<Rule> {
+        Rule::ALL.iter().copied().find(|r| r.as_str() == id)
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// By id, as the string ids sorted: the report's order does not depend on the variants' order.
+impl Ord for Rule {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for Rule {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq<&str> for Rule {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// Every rule with its registered severity; the JSON schema documents these.
+pub const RULES: &[Rule] = Rule::ALL;
 
 /// Rules whose severity depends on a fact: the lower severity, and when it applies.
-pub const LOWER_SEVERITY: &[(&str, Severity, &str)] = &[
+pub const LOWER_SEVERITY: &[(Rule, Severity, &str)] = &[
     (
-        "linkage/unresolved-dlopen",
+        Rule::LinkageUnresolvedDlopen,
         Severity::Warning,
         "the .note.dlopen feature's priority is not `required`",
     ),
     (
-        "fatbin/outside-nv-fatbin",
+        Rule::FatbinOutsideNvFatbin,
         Severity::Info,
         "the binary has no kiln build manifest: third-party device code its library loads itself (cuDNN's .cask_resource)",
     ),
 ];
 
-/// The severity a rule id is registered with (panics only on a typo in this crate's own code,
-/// caught by the unit test below).
-pub fn severity_of(rule: &str) -> Severity {
-    RULES
-        .iter()
-        .find(|(r, _)| *r == rule)
-        .map(|(_, s)| *s)
-        .unwrap_or_else(|| panic!("unregistered rule id {rule}"))
+/// The severity a rule is registered with.
+#[cfg(test)]
+pub fn severity_of(rule: Rule) -> Severity {
+    rule.severity()
 }
 
-pub(crate) fn finding(
-    rule: &'static str,
-    file: &str,
-    message: String,
-    fix: impl Into<String>,
-) -> Finding {
+pub(crate) fn finding(rule: Rule, file: &str, message: String, fix: impl Into<String>) -> Finding {
     Finding {
         rule,
-        severity: severity_of(rule),
+        severity: rule.severity(),
         file: file.to_string(),
         message,
         fix: fix.into(),
@@ -138,7 +218,7 @@ pub(crate) fn finding(
 
 /// A finding at the rule's registered lower severity ([`LOWER_SEVERITY`]).
 pub(crate) fn finding_lower(
-    rule: &'static str,
+    rule: Rule,
     file: &str,
     message: String,
     fix: impl Into<String>,
@@ -159,10 +239,10 @@ pub(crate) fn finding_lower(
 /// however many findings a hostile input produces.
 pub fn aggregate(findings: Vec<Finding>, cap: usize) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::with_capacity(findings.len().min(4096));
-    let mut current: Option<(&'static str, Severity)> = None;
+    let mut current: Option<(Rule, Severity)> = None;
     let mut kept = 0usize;
     let mut dropped = 0usize;
-    let flush = |out: &mut Vec<Finding>, rule: Option<(&'static str, Severity)>, dropped: usize| {
+    let flush = |out: &mut Vec<Finding>, rule: Option<(Rule, Severity)>, dropped: usize| {
         if let (Some((rule, severity)), true) = (rule, dropped > 0) {
             out.push(Finding {
                 rule,
@@ -197,9 +277,9 @@ mod tests {
     fn findings_past_the_cap_are_counted_not_listed() {
         let f = |rule, file: &str| super::finding(rule, file, "m".into(), "x");
         let mut all: Vec<super::Finding> = (0..250)
-            .map(|i| f("wheel/record-missing", &format!("a{i}")))
+            .map(|i| f(super::Rule::WheelRecordMissing, &format!("a{i}")))
             .collect();
-        all.push(f("wheel/unsafe-path", "b"));
+        all.push(f(super::Rule::WheelUnsafePath, "b"));
         let out = super::aggregate(all, 100);
         assert_eq!(out.len(), 102, "{out:?}");
         assert_eq!(
@@ -211,34 +291,35 @@ mod tests {
     }
 
     #[test]
-    fn every_rule_used_in_the_source_is_registered() {
-        let src_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
-        let mut used = Vec::new();
-        for dir in [src_dir.to_string(), format!("{src_dir}/rules")] {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("finding.rs") {
-                    let text = std::fs::read_to_string(&path).unwrap();
-                    for piece in text
-                        .split("finding(")
-                        .skip(1)
-                        .chain(text.split("finding_lower(").skip(1))
-                    {
-                        if let Some(rest) = piece.trim_start().strip_prefix('"') {
-                            used.push(rest.split('"').next().unwrap().to_string());
-                        }
-                    }
-                }
-            }
+    fn rule_ids_are_unique_and_parse_back() {
+        let mut ids: Vec<&str> = super::Rule::ALL.iter().map(|r| r.as_str()).collect();
+        for rule in super::Rule::ALL {
+            assert_eq!(super::Rule::parse(rule.as_str()), Some(*rule));
+            assert_eq!(
+                serde_json::to_string(rule).unwrap(),
+                format!("{:?}", rule.as_str())
+            );
         }
-        assert!(used.len() > 10, "rule scan found only {used:?}");
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(
+            ids.len(),
+            super::Rule::ALL.len(),
+            "a rule id is registered twice"
+        );
         for (rule, lower, _) in super::LOWER_SEVERITY {
-            assert!(super::severity_of(rule) > *lower, "{rule}: not lower");
+            assert!(rule.severity() > *lower, "{rule}: not lower");
         }
-        for rule in used {
+    }
+
+    /// The schema documents every rule id (docs/audit-json-schema.md).
+    #[test]
+    fn every_rule_is_documented() {
+        let doc = include_str!("../../../docs/audit-json-schema.md");
+        for rule in super::Rule::ALL {
             assert!(
-                super::RULES.iter().any(|(r, _)| *r == rule),
-                "{rule} is not in RULES"
+                doc.contains(rule.as_str()),
+                "{rule} is not in the schema doc"
             );
         }
     }
@@ -246,28 +327,21 @@ mod tests {
 
 /// The readers turn bytes into facts; only `rules/` decides findings. A reader that constructs a
 /// [`Finding`] or reaches into the crate root (where the entry points and the policy live) fails
-/// here. The readers are every module outside `rules/` except the registry, the entry points and
-/// the report's derived views and its JSON writer.
+/// here. The readers are every file in `read/`, and `facts.rs`, the types they produce.
 #[cfg(test)]
 mod reader_purity {
-    const NOT_READERS: &[&str] = &[
-        "finding.rs",
-        "lib.rs",
-        "kernel_matrix.rs",
-        "policy.rs",
-        "json.rs",
-    ];
-
     fn readers() -> Vec<(String, String)> {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(dir).unwrap() {
+        for entry in std::fs::read_dir(format!("{src}/read")).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if name.ends_with(".rs") && !NOT_READERS.contains(&name.as_str()) {
+            if name.ends_with(".rs") {
                 out.push((name, std::fs::read_to_string(&path).unwrap()));
             }
         }
+        let facts = format!("{src}/facts.rs");
+        out.push(("facts.rs".into(), std::fs::read_to_string(facts).unwrap()));
         out
     }
 
@@ -291,6 +365,7 @@ mod reader_purity {
             "Severity",
             "Policy",
             "rules::",
+            "Rule::",
         ] {
             if code.contains(banned) {
                 out.push(format!(

@@ -5,12 +5,15 @@ use serde::Serialize;
 
 use crate::facts::{Binary, Target};
 
+/// The kernel x target matrix of one binary.
 #[derive(Debug, Clone, Serialize)]
 pub struct Coverage {
+    /// The binary's path in the input.
     pub file: String,
     /// Column order: SASS targets by number, then PTX targets (in JSON, their names).
     #[serde(serialize_with = "crate::json::coverage_targets")]
     pub targets: Vec<Target>,
+    /// Kernels with the same targets folded into one row.
     #[serde(serialize_with = "crate::json::coverage_rows")]
     pub rows: Vec<CoverageRow>,
     /// Why `rows` is empty although there are kernels: more targets than [`MAX_COLUMNS`]
@@ -22,6 +25,7 @@ pub struct Coverage {
 /// Most target columns one binary's matrix gets (real wheels have under 20).
 pub const MAX_COLUMNS: usize = 64;
 
+/// Kernels and the columns they have code for.
 #[derive(Debug, Clone, Serialize)]
 pub struct CoverageRow {
     /// Kernels sharing exactly this target set (sorted).
@@ -37,6 +41,7 @@ fn column_order(t: &Target) -> (kiln_pins::TargetKind, u32, String) {
     (t.kind, t.arch.number(), t.name())
 }
 
+/// The matrix of a binary with device code.
 pub fn of(binary: &Binary) -> Option<Coverage> {
     let dev = binary.device.as_ref()?;
     let folded = crate::kernel_fold::fold(

@@ -3,38 +3,31 @@
 //! A library: it never prints and never exits; the `kiln` binary renders the [`Report`].
 //!
 //! Readers turn bytes into typed facts, and only the rules decide findings:
-//! - readers: `input` (wheel / ELF / fatbin / directory → [`facts::Artifact`]), `elf`, `device`,
-//!   with the wheel formats from kiln-wheel; a problem met while reading is a
+//! - [`read`] (`read/`): `input` (wheel / ELF / fatbin / directory → [`facts::Artifact`]), `elf`,
+//!   `device`, with the wheel formats from kiln-wheel; a problem met while reading is a
 //!   [`facts::ReadProblem`], never a finding
-//! - `rules/`: every rule id (registered in [`RULES`]), from facts + [`Policy`]
-//! - `platform`, `nvidia_wheels`: what the target system and NVIDIA's wheels provide
+//! - `rules/`: every [`Rule`] (registered in [`RULES`]), from facts + [`Policy`], with `platform`
+//!   and `nvidia_wheels`: what the target system and NVIDIA's wheels provide
 //! - `kernel_matrix`: the kernel × target matrix, a view of the facts for the report
 //! - `reach`: GPU generation × binary, how each kernel gets there (the reach/* rules judge it)
 //!
 //! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
 //! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
 
-pub mod demangle;
-mod device;
-mod elf;
-mod elf_dynamic;
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
 mod error;
 pub mod facts;
 mod finding;
-mod input;
 pub mod json;
 mod kernel_fold;
 mod kernel_matrix;
-mod nvidia_wheels;
 mod options;
-mod platform;
 mod policy;
 mod reach;
+pub mod read;
 mod rules;
-mod runpath;
-mod source;
-mod spill;
-mod zip_view;
 
 use std::path::Path;
 
@@ -42,18 +35,13 @@ use serde::Serialize;
 
 pub use error::AuditError;
 pub use facts::{Artifact, Binary, InputKind};
-pub use finding::{Finding, Severity, LOWER_SEVERITY, RULES};
+pub use finding::{Finding, Rule, Severity, LOWER_SEVERITY, RULES};
 pub use kernel_matrix::{Coverage, CoverageRow};
 pub use options::{NoProgress, Options, Progress};
 pub use policy::{parse_arch_list, parse_gpu_list, Policy};
 pub use reach::{BinaryReach, Path as ReachPath, Reach, ReachCell};
+pub use read::demangle;
 pub use rules::{Resolution, Via};
-
-/// The readers, for callers that hold bytes rather than a path (fuzzing, tests).
-pub mod read {
-    pub use crate::device::read as device_code;
-    pub use crate::input::{analyse as binary, read as path, read_wheel as wheel};
-}
 
 /// Findings of one rule listed in a report; past this, one more finding of the same rule says
 /// how many were left out (the counts stay exact).
@@ -62,38 +50,58 @@ pub const FINDINGS_PER_RULE: usize = 100;
 /// Version of the JSON report layout (docs/audit-json-schema.md).
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// What one audit found: the findings, and the facts they were decided from.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// [`SCHEMA_VERSION`].
     pub schema: u32,
+    /// The input path as given.
     pub input: String,
+    /// What the input is.
     pub kind: InputKind,
+    /// The expectations the rules judged against.
     pub policy: Policy,
+    /// Findings by severity and what the input holds, in full.
     pub counts: Counts,
+    /// Most severe first, then by rule and file; capped per rule ([`FINDINGS_PER_RULE`]).
     #[serde(serialize_with = "crate::json::findings")]
     pub findings: Vec<Finding>,
     /// Before the long lists: under a JSON budget (json.rs) it is listed whatever they hold.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wheel: Option<facts::WheelMeta>,
+    /// Every ELF or bare fatbin in the input.
     #[serde(serialize_with = "crate::json::binaries")]
     pub binaries: Vec<Binary>,
+    /// How each NEEDED and dlopen soname resolves.
     #[serde(serialize_with = "crate::json::linkage")]
     pub linkage: Vec<Resolution>,
+    /// Kernel x target matrix per binary with device code.
     #[serde(serialize_with = "crate::json::coverage")]
     pub coverage: Vec<Coverage>,
     /// GPU generations x binaries: how the kernels get onto each (docs/reach.md).
     pub reach: Reach,
 }
 
+/// Totals over the whole input (exact, whatever the lists leave out).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Counts {
+    /// Findings at [`Severity::Error`].
     pub errors: usize,
+    /// Findings at [`Severity::Warning`].
     pub warnings: usize,
+    /// Findings at [`Severity::Info`].
     pub infos: usize,
+    /// ELF files and bare fatbins.
     pub binaries: usize,
+    /// Binaries holding loadable device code.
     pub binaries_with_device_code: usize,
+    /// Fatbin containers over all binaries.
     pub fatbin_containers: usize,
+    /// SASS (cubin) entries.
     pub cubins: usize,
+    /// PTX entries.
     pub ptx: usize,
+    /// Distinct kernel names per binary, summed.
     pub kernels: usize,
 }
 
@@ -111,7 +119,7 @@ pub fn audit(
     opts: &Options,
     progress: &dyn Progress,
 ) -> Result<Report, AuditError> {
-    let artifact = input::read(path, opts, progress)?;
+    let artifact = read::path(path, opts, progress)?;
     Ok(evaluate(path, artifact, policy))
 }
 
@@ -122,7 +130,7 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
-            .then(a.rule.cmp(b.rule))
+            .then(a.rule.cmp(&b.rule))
             .then(a.file.cmp(&b.file))
     });
     findings.dedup();

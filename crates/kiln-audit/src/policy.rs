@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use kiln_pins::{Arch, Pins, RuntimeLib};
 use serde::Serialize;
 
+/// What the audited artifact must hold; each rule that needs a field it lacks is skipped.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Policy {
     /// SASS targets every ELF with device code (and every kernel) must carry; exact variants.
@@ -66,7 +67,7 @@ impl Policy {
             policy.min_driver = Some(d);
         }
         if let Some(p) = platform {
-            if crate::platform::glibc_ceiling(p).is_none() {
+            if crate::rules::platform::glibc_ceiling(p).is_none() {
                 return Err(format!(
                     "--platform {p:?}: not a manylinux platform tag (e.g. manylinux_2_28_x86_64)"
                 ));
@@ -83,6 +84,7 @@ impl Policy {
             .map(|row| row.ptx_isa)
     }
 
+    /// No expectation set: only the rules that need no policy run.
     pub fn is_empty(&self) -> bool {
         self.expect_sass.is_none()
             && self.expect_ptx.is_none()

@@ -59,6 +59,7 @@ fn listed(name: &str) -> String {
 pub struct ReachCell {
     /// "9.0"
     pub generation: String,
+    /// The generation as (major, minor).
     #[serde(skip)]
     pub capability: (u32, u32),
     /// The worst path over the kernels.
@@ -70,15 +71,20 @@ pub struct ReachCell {
     /// Kernels with no way there (first [`KERNELS_LISTED`], sorted; for the whole input
     /// "<binary>: <kernel>").
     pub unreached: Vec<String>,
+    /// Kernels with no way there, all of them.
     pub unreached_count: usize,
 }
 
+/// How one binary's kernels reach each GPU generation.
 #[derive(Debug, Clone, Serialize)]
 pub struct BinaryReach {
+    /// The binary's path in the input.
     pub file: String,
+    /// Distinct kernels it holds.
     pub kernels: usize,
     /// Lowest and highest capability among its targets, "8.0" / "12.0".
     pub lowest: String,
+    /// See `lowest`.
     pub highest: String,
     /// The same range as numbers.
     #[serde(skip)]
@@ -88,6 +94,7 @@ pub struct BinaryReach {
     pub cells: Vec<ReachCell>,
 }
 
+/// GPU generations x binaries: how the kernels get onto each (docs/reach.md).
 #[derive(Debug, Clone, Serialize)]
 pub struct Reach {
     /// The generations, in row order: "7.5", "8.0", …
@@ -95,6 +102,7 @@ pub struct Reach {
     /// `--min-driver` when given: PTX that needs a newer driver is not a path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<u32>,
+    /// One row per binary with device code.
     #[serde(serialize_with = "crate::json::reach_binaries")]
     pub binaries: Vec<BinaryReach>,
     /// The input as a whole: per generation the worst cell of any binary.

@@ -29,7 +29,7 @@ fn read_wheel(bytes: &[u8], opts: &Options) -> Result<kiln_audit::Report, kiln_a
 }
 
 fn rules(r: &kiln_audit::Report) -> Vec<&str> {
-    r.findings.iter().map(|f| f.rule).collect()
+    r.findings.iter().map(|f| f.rule.as_str()).collect()
 }
 
 #[test]

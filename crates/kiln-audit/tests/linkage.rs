@@ -79,7 +79,7 @@ fn audit(path: &Path) -> Report {
 }
 
 fn rules(r: &Report) -> Vec<&str> {
-    r.findings.iter().map(|f| f.rule).collect()
+    r.findings.iter().map(|f| f.rule.as_str()).collect()
 }
 
 #[test]

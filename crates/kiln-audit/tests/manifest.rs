@@ -20,7 +20,7 @@ fn rules(path: &Path, policy: &Policy) -> Vec<(String, String)> {
     report
         .findings
         .iter()
-        .filter(|f| f.rule.starts_with("manifest/"))
+        .filter(|f| f.rule.as_str().starts_with("manifest/"))
         .map(|f| (f.rule.to_string(), f.message.clone()))
         .collect()
 }

@@ -60,7 +60,7 @@ fn path(r: &Report, generation: &str) -> (ReachPath, Option<u32>) {
 }
 
 fn rules(r: &Report) -> Vec<&str> {
-    r.findings.iter().map(|f| f.rule).collect()
+    r.findings.iter().map(|f| f.rule.as_str()).collect()
 }
 
 #[test]

@@ -12,6 +12,7 @@ use std::borrow::Cow;
 
 use crate::{Error, Result};
 
+/// A fatbin container's magic number (little-endian at its start).
 pub const MAGIC: u32 = 0xBA55_ED50;
 const CONTAINER_HEADER: usize = 16;
 /// The fixed part of an entry header we read; real headers are 64..=144 bytes.
@@ -19,8 +20,11 @@ const ENTRY_HEADER_MIN: usize = 64;
 
 /// Entry flag bits seen on real fatbins.
 pub const FLAG_COMPRESSED_LEGACY: u64 = 0x2000;
+/// The payload is compressed (LZ4 or zstd, told apart by the payload).
 pub const FLAG_COMPRESSED: u64 = 0x8000;
+/// An `a` target (sm_90a).
 pub const FLAG_ARCH_SPECIFIC: u64 = 0x10_0000;
+/// An `f` target (sm_100f).
 pub const FLAG_FAMILY: u64 = 0x20_0000;
 
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
@@ -32,9 +36,12 @@ const ZSTD_MAX_RATIO: u64 = 32 << 10;
 /// LZ4 cannot expand more than ~255x.
 const LZ4_MAX_RATIO: u64 = 255;
 
+/// What an entry's header says it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EntryKind {
+    /// PTX text.
     Ptx,
+    /// A cubin (CUDA ELF).
     Elf,
     /// Anything else (e.g. LTO IR); kept so the report can name it.
     Other(u16),
@@ -44,10 +51,14 @@ pub enum EntryKind {
 /// same one the matrix is written in.
 pub use kiln_arch::{Target, Variant};
 
+/// How an entry's payload is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Compression {
+    /// As is.
     None,
+    /// LZ4 block(s).
     Lz4,
+    /// A zstd frame.
     Zstd,
 }
 
@@ -56,13 +67,17 @@ pub enum Compression {
 pub struct Entry<'a> {
     /// Offset of the entry header from the start of the bytes given to [`parse`].
     pub offset: usize,
+    /// What the entry holds.
     pub kind: EntryKind,
     /// Compute capability number: 90 for sm_90a, 120 for compute_120.
     pub sm: u32,
+    /// The `a`/`f` variant from the flags.
     pub variant: Variant,
+    /// The header's flag bits (`FLAG_*`).
     pub flags: u64,
     /// (major, minor) from the header: the PTX ISA for PTX entries, the ELF ABI for cubins.
     pub version: (u16, u16),
+    /// How the payload is stored.
     pub compression: Compression,
     /// Size after decompression as the header claims (the stored size when uncompressed).
     pub decompressed_size: u64,
@@ -189,8 +204,11 @@ impl Entry<'_> {
 /// One fatbin container.
 #[derive(Debug, Clone)]
 pub struct Container<'a> {
+    /// Offset of the container from the start of the bytes given to [`parse`].
     pub offset: usize,
+    /// The container header's version.
     pub version: u16,
+    /// Its entries, in order.
     pub entries: Vec<Entry<'a>>,
 }
 

@@ -2,6 +2,7 @@
 
 use crate::{Error, Result};
 
+/// What kiln reads from one PTX text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PtxInfo {
     /// `.version 9.0` -> (9, 0)
@@ -28,6 +29,7 @@ pub fn target_arch(target: &str) -> Option<(u32, kiln_arch::Variant)> {
     Some((digits.parse().ok()?, variant))
 }
 
+/// Reads `.version`, `.target` and the `.entry` names.
 pub fn parse(text: &str) -> Result<PtxInfo> {
     parse_bytes(text.as_bytes())
 }

@@ -39,7 +39,7 @@ fn audit(path: &Path, policy: &Policy) -> (bool, Option<kiln_audit::Artifact>, S
                 .findings
                 .iter()
                 .filter(|f| f.severity == Severity::Error)
-                .map(|f| f.rule)
+                .map(|f| f.rule.as_str())
                 .collect();
             (!errors.is_empty(), Some(a), format!("{errors:?}"))
         }

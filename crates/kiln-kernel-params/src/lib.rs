@@ -8,21 +8,29 @@
 //! host's fails the kernel build naming the field. kiln-runtime asserts the same structs
 //! against the C ABI (`kernels/include/kiln_abi.h`) its C++ twins take.
 #![no_std]
+#![warn(missing_docs)]
 
 /// One field of a parameter struct.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FieldLayout {
+    /// The field's name.
     pub name: &'static str,
+    /// Its offset in bytes.
     pub offset: usize,
+    /// Its size in bytes.
     pub size: usize,
 }
 
 /// A parameter struct's layout on the target this crate was compiled for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
+    /// The struct's name.
     pub name: &'static str,
+    /// `size_of`.
     pub size: usize,
+    /// `align_of`.
     pub align: usize,
+    /// Every field, in declaration order.
     pub fields: &'static [FieldLayout],
 }
 
@@ -35,6 +43,7 @@ macro_rules! params {
         pub struct $name { $($(#[$fmeta])* pub $field: $ty,)* }
 
         impl $name {
+            /// This struct's layout on the target compiled for.
             pub const LAYOUT: Layout = Layout {
                 name: stringify!($name),
                 size: core::mem::size_of::<$name>(),
@@ -52,6 +61,7 @@ macro_rules! params {
 params! {
     /// `out[i] = a[i] + b[i]` for `i < n`.
     pub struct VecaddParams {
+        /// Elements.
         pub n: u64,
     }
 }
@@ -59,6 +69,7 @@ params! {
 params! {
     /// `out[i] = gate[i] / (1 + exp(-gate[i])) * up[i]` for `i < n` (C twin: `KilnSiluMulParams`).
     pub struct SiluMulParams {
+        /// Elements.
         pub n: u64,
     }
 }
@@ -67,8 +78,11 @@ params! {
     /// `out[r, c] = x[r, c] * rsqrt(mean_c(x[r, :]^2) + eps) * weight[c]`; x, out: `[rows, cols]`
     /// (C twin: `KilnRmsnormParams`).
     pub struct RmsnormParams {
+        /// Rows of x and out.
         pub rows: u64,
+        /// Columns of x and out (the length of weight).
         pub cols: u64,
+        /// Added to the mean square before the reciprocal square root.
         pub eps: f32,
     }
 }
@@ -77,7 +91,9 @@ params! {
     /// `out[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max))`; x, out: `[rows, cols]`
     /// (C twin: `KilnSoftmaxParams`).
     pub struct SoftmaxParams {
+        /// Rows of x and out.
         pub rows: u64,
+        /// Columns of x and out (the softmax runs along them).
         pub cols: u64,
     }
 }

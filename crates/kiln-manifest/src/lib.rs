@@ -2,13 +2,17 @@
 //! kernels each target really holds), plus the pins and tool versions it was built with.
 //! Written by kiln-build, embedded by kiln-kernels, read by `kiln audit` and `kiln.build_info()`.
 
+#![warn(missing_docs)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_arch::{MatrixEntry, Target, TargetKind};
 use serde::{Deserialize, Serialize};
 
+/// Version of the manifest's JSON layout.
 pub const SCHEMA: u32 = 1;
 
+/// One target the build produced code for, and the kernels it holds.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TargetKernels {
     /// In JSON "sm_90", "compute_120".
@@ -20,21 +24,31 @@ pub struct TargetKernels {
     /// PTX ISA ("9.0") for PTX targets.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ptx_isa: Option<String>,
+    /// Kernel names (mangled) the linked output holds for this target.
     pub kernels: Vec<String>,
 }
 
+/// The pinned tool versions the build ran with (`[workspace.metadata.kiln.toolchain]`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Toolchain {
+    /// `nvcc --version` release.
     pub nvcc: String,
+    /// The cuda-toolkit pin.
     pub cuda: String,
+    /// The clang major Nix uses.
     pub clang_major: u32,
+    /// The libclang wheel pin (without Nix).
     pub libclang: String,
+    /// The nightly date the flake uses.
     pub rust_nightly: String,
     /// The kernel rustc pin without Nix (`kernel-rustc`); absent in older manifests.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kernel_rustc: String,
+    /// The maturin pin.
     pub maturin: String,
+    /// The cuDNN runtime pin.
     pub cudnn: String,
+    /// The NCCL runtime pin.
     pub nccl: String,
 }
 
@@ -52,20 +66,26 @@ pub struct Provenance {
     pub clang: String,
 }
 
+/// The build manifest embedded in `.kiln_manifest`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Manifest {
+    /// [`SCHEMA`] when written.
     pub schema: u32,
     /// The matrix it was built for, typed; in JSON the entries as Cargo.toml writes them
     /// ("9.0", "12.0+PTX"), read back with the one grammar (kiln-arch).
     #[serde(with = "text_list")]
     pub matrix: Vec<MatrixEntry>,
+    /// `min-driver` from the pins.
     pub min_driver: u32,
+    /// The pinned tool versions.
     pub toolchain: Toolchain,
     /// nvcc flags common to every job.
     pub flags: Vec<String>,
     /// kernels/ sources, relative names.
     pub sources: Vec<String>,
+    /// Every target with the kernels its linked output really holds.
     pub targets: Vec<TargetKernels>,
+    /// Commit and compilers of the build.
     #[serde(default)]
     pub provenance: Provenance,
     /// Source language of every kernel: "cuda" (kernels/*.cu) or "rust" (kernels/rust).
@@ -115,10 +135,12 @@ impl Manifest {
         entries.join(" ")
     }
 
+    /// The manifest as embedded in `.kiln_manifest`: pretty-printed JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("manifest serializes")
     }
 
+    /// Parses an embedded manifest.
     pub fn from_json(text: &str) -> Result<Manifest, serde_json::Error> {
         serde_json::from_str(text)
     }

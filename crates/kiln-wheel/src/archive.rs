@@ -48,11 +48,14 @@ fn zip_err(path: &Path, e: zip::result::ZipError) -> Error {
 /// A wheel held in memory: its file name and members in archive order.
 #[derive(Clone)]
 pub struct Wheel {
+    /// The wheel's file name (no directory).
     pub file_name: String,
+    /// (path, bytes) of every file member, in archive order.
     pub members: Vec<(String, Vec<u8>)>,
 }
 
 impl Wheel {
+    /// Reads every file member of the wheel at `path`.
     pub fn read(path: &Path) -> Result<Wheel> {
         let file = std::fs::File::open(path).map_err(|e| io(path, e))?;
         let mut zip = zip::ZipArchive::new(file).map_err(|e| zip_err(path, e))?;
@@ -74,10 +77,12 @@ impl Wheel {
         Ok(Wheel { file_name, members })
     }
 
+    /// The bytes of member `name`.
     pub fn get(&self, name: &str) -> Option<&Vec<u8>> {
         self.members.iter().find(|(n, _)| n == name).map(|(_, d)| d)
     }
 
+    /// Replaces member `name`, or appends it.
     pub fn set(&mut self, name: &str, data: Vec<u8>) {
         match self.members.iter_mut().find(|(n, _)| n == name) {
             Some(m) => m.1 = data,
@@ -85,6 +90,7 @@ impl Wheel {
         }
     }
 
+    /// Drops member `name`.
     pub fn remove(&mut self, name: &str) {
         self.members.retain(|(n, _)| n != name);
     }

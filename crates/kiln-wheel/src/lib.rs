@@ -10,6 +10,8 @@
 //!
 //! Reading never judges: it returns values and read problems; kiln-audit's rules decide.
 
+#![warn(missing_docs)]
+
 pub mod archive;
 pub mod finalize;
 pub mod metadata;
@@ -20,14 +22,18 @@ pub mod tags;
 /// A wheel could not be rewritten.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The wheel or the pins say something the step refuses.
     #[error("{0}")]
     Invalid(String),
+    /// Reading or writing a file failed: its path and the error.
     #[error("{0}: {1}")]
     Io(String, std::io::Error),
+    /// A zip error: the archive's path and the error.
     #[error("{0}: {1}")]
     Zip(String, zip::result::ZipError),
 }
 
+/// Result of a wheel step.
 pub type Result<T> = std::result::Result<T, Error>;
 
 pub(crate) fn invalid<T>(text: impl Into<String>) -> Result<T> {

@@ -25,10 +25,12 @@ pub fn parse_headers(text: &str) -> Vec<(String, String)> {
     out
 }
 
+/// One Requires-Dist line, parsed.
 #[derive(Debug, Clone, Serialize)]
 pub struct Requirement {
     /// Normalized distribution name (PEP 503).
     pub name: String,
+    /// The line as written.
     pub raw: String,
     /// Versions the specifier admits are checked with [`Requirement::admits`].
     #[serde(skip)]
@@ -87,7 +89,9 @@ pub fn normalize_name(name: &str) -> String {
 /// A Requires-Dist value that is not PEP 508, with the parser's message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadRequirement {
+    /// The value as written.
     pub value: String,
+    /// Why it is not PEP 508.
     pub error: String,
 }
 

@@ -19,10 +19,12 @@ pub fn record_hash(digest: &[u8]) -> String {
 pub struct MemberDigest {
     /// `sha256=…` as RECORD writes it.
     pub hash: String,
+    /// Its length in bytes.
     pub size: u64,
 }
 
 impl MemberDigest {
+    /// The digest of `data`.
     pub fn of(data: &[u8]) -> MemberDigest {
         MemberDigest {
             hash: record_hash(&Sha256::digest(data)),
@@ -39,13 +41,16 @@ pub struct Hasher {
 }
 
 impl Hasher {
+    /// Adds the next chunk.
     pub fn update(&mut self, data: &[u8]) {
         self.sha.update(data);
         self.size += data.len() as u64;
     }
+    /// Bytes hashed so far.
     pub fn size(&self) -> u64 {
         self.size
     }
+    /// The digest of everything added.
     pub fn finish(self) -> MemberDigest {
         MemberDigest {
             hash: record_hash(&self.sha.finalize()),
@@ -57,14 +62,18 @@ impl Hasher {
 /// One RECORD row as written (the hash may be empty, or another algorithm).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordRow {
+    /// `sha256=…` (or empty, or another algorithm).
     pub hash: String,
+    /// The size column, when present.
     pub size: Option<u64>,
 }
 
 /// A RECORD line that is not CSV: its 1-based number and the parser's message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadLine {
+    /// 1-based line number.
     pub line: usize,
+    /// The CSV parser's message.
     pub error: String,
 }
 

@@ -7,7 +7,9 @@ use std::path::Path;
 /// A Python wheel the built wheel depends on at run time.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RuntimeWheel {
+    /// Its distribution name.
     pub name: String,
+    /// The pinned version.
     pub version: String,
 }
 

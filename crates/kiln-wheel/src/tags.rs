@@ -6,12 +6,15 @@ use serde::Serialize;
 /// Wheel file name parts.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct FilenameTags {
+    /// The distribution name, as in the file name.
     pub name: String,
+    /// The version, as in the file name.
     pub version: String,
     /// Expanded tags "py-abi-platform" (compressed tag sets like `cp39.cp310` expanded).
     pub tags: Vec<String>,
 }
 
+/// The parts of a wheel file name; None when it is not `{name}-{ver}(-{build})?-{py}-{abi}-{plat}.whl`.
 pub fn parse_filename(file_name: &str) -> Option<FilenameTags> {
     let stem = file_name.strip_suffix(".whl")?;
     let parts: Vec<&str> = stem.split('-').collect();

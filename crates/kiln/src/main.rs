@@ -1,7 +1,10 @@
-//! `kiln`: the command line. Each subcommand lives in `commands/<name>.rs` and returns its
-//! exit code: 0 clean, 1 findings, 2 could not run.
+//! `kiln`: the command line. Each subcommand lives in `commands/<name>.rs`; its `run` returns
+//! the exit code of a run that completed (0 clean, 1 findings) or the error that stopped it,
+//! which `main` prints — the one error path — and exits 2 for.
 
 mod commands;
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
@@ -26,12 +29,24 @@ enum Command {
     Wheel(commands::wheel::Args),
 }
 
-fn main() {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    let code = match cli.command {
-        Command::Audit(args) => commands::audit::run(args),
-        Command::Doctor(args) => commands::doctor::run(args),
+    let (name, result) = run(cli.command);
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            // `{:#}`: the context chain on one line, "writing the report: Broken pipe".
+            eprintln!("kiln {name}: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs one subcommand; returns its name (the error prefix) and its outcome.
+fn run(command: Command) -> (&'static str, anyhow::Result<ExitCode>) {
+    match command {
+        Command::Audit(args) => ("audit", commands::audit::run(args)),
+        Command::Doctor(args) => ("doctor", commands::doctor::run(args)),
         Command::Wheel(args) => commands::wheel::run(args),
-    };
-    std::process::exit(code);
+    }
 }

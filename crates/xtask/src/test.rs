@@ -42,6 +42,11 @@ const SUITES: &[Suite] = &[
         what: "clippy, every target, warnings denied (the flake's `clippy` check)",
         command: &["cargo", "clippy", "--workspace", "--all-targets", "--locked", "--", "--deny", "warnings"],
     },
+    Suite {
+        name: "machete",
+        what: "cargo-machete: no dependency declared and unused (installed into .toolchain/cargo-machete when missing)",
+        command: &["machete"],
+    },
     Suite { name: "unit", what: "cargo test -p xtask (the tools' own tests, incl. the flake's deliberate breaks)", command: &["cargo", "test", "-p", "xtask", "--locked"] },
     Suite {
         name: "sandbox",
@@ -133,6 +138,34 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The cargo-machete release the `machete` suite runs.
+const CARGO_MACHETE: &str = "0.9.2";
+
+/// `.toolchain/cargo-machete/bin/cargo-machete`, installed (`cargo install --locked`) when absent.
+fn cargo_machete(layout: &Layout) -> Result<PathBuf> {
+    let root = layout.root.join("cargo-machete");
+    let bin = root.join("bin/cargo-machete");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "install",
+                "--locked",
+                "--quiet",
+                "cargo-machete",
+                "--version",
+            ])
+            .arg(CARGO_MACHETE)
+            .arg("--root")
+            .arg(&root)
+            .status()?;
+        if !status.success() {
+            bail!("cargo install cargo-machete {CARGO_MACHETE} failed");
+        }
+    }
+    Ok(bin)
+}
+
 /// The wheel `cargo xtask repro` left (its first build), or a fresh `cargo xtask wheel`.
 fn wheel_for_tests(layout: &Layout) -> Option<PathBuf> {
     let find = |dir: PathBuf| -> Option<PathBuf> {
@@ -193,6 +226,13 @@ fn run_suite(layout: &Layout, suite: &Suite, wheel: &mut Option<PathBuf>) -> boo
             c.args(["run", "--quiet", "--locked", "-p", "xtask", "--"]);
             c
         }
+        "machete" => match cargo_machete(layout) {
+            Ok(bin) => Command::new(bin),
+            Err(e) => {
+                eprintln!("{e:#}");
+                return false;
+            }
+        },
         other => Command::new(other),
     };
     cmd.current_dir(repo_root()).args(rest);

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::facts::{Artifact, EntryFacts, EntryKind, Target};
-use crate::finding::{finding, finding_lower, Finding};
+use crate::finding::{finding, finding_lower, Finding, Rule};
 use crate::policy::Policy;
 
 /// The targets of `kind` entries, keyed by name (the order messages list them in).
@@ -36,16 +36,16 @@ fn hidden_and_relocatable(b: &crate::facts::Binary, findings: &mut Vec<Finding>)
         let message = format!("{n} device-code entries in section {section}, not .nv_fatbin: loaded by the library itself (cuModuleLoadData), never registered by the CUDA runtime; counted in coverage and reach");
         let fix = "link device code through nvcc / kiln-kernels so it lands in .nv_fatbin (nothing to do for a library that loads its own sections)";
         findings.push(if kiln_built {
-            finding("fatbin/outside-nv-fatbin", &b.path, message, fix)
+            finding(Rule::FatbinOutsideNvFatbin, &b.path, message, fix)
         } else {
-            finding_lower("fatbin/outside-nv-fatbin", &b.path, message, fix)
+            finding_lower(Rule::FatbinOutsideNvFatbin, &b.path, message, fix)
         });
     }
     let relocatable = b.relocatable.as_ref().map_or(0, |d| d.entries.len());
     let loadable = b.device.as_ref().map_or(0, |d| d.entries.len());
     if relocatable > 0 && loadable == 0 {
         findings.push(finding(
-            "arch/relocatable-only",
+            Rule::ArchRelocatableOnly,
             &b.path,
             format!("device code only in __nv_relfatbin ({relocatable} relocatable image(s)): input for a device link, never loaded by the driver; no GPU runs these kernels"),
             "device-link the code (nvcc -dlink, or link with nvcc) so a loadable .nv_fatbin is produced",
@@ -59,7 +59,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         if let Some(e) = &b.device_error {
             any_device_code = true;
             findings.push(finding(
-                "fatbin/malformed",
+                Rule::FatbinMalformed,
                 &b.path,
                 format!("`.nv_fatbin` cannot be read: {e}"),
                 "rebuild the library; the driver would reject this device code (cudaErrorInvalidKernelImage)",
@@ -70,7 +70,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         any_device_code = true;
         for e in dev.entries.iter().filter(|e| e.error.is_some()) {
             findings.push(finding(
-                "fatbin/bad-entry",
+                Rule::FatbinBadEntry,
                 &b.path,
                 format!(
                     "{} entry at offset {}: {}",
@@ -83,7 +83,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         }
         for e in dev.entries.iter().filter(|e| e.label_mismatch.is_some()) {
             findings.push(finding(
-                "fatbin/target-mismatch",
+                Rule::FatbinTargetMismatch,
                 &b.path,
                 format!(
                     "{} entry at offset {}: {}; it is not counted for any target",
@@ -113,7 +113,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                         format!(" (has {near:?}: variants are not interchangeable)")
                     };
                     findings.push(finding(
-                        "arch/missing-sass",
+                        Rule::ArchMissingSass,
                         &b.path,
                         format!(
                             "no SASS for {w}{note}; present: {:?}",
@@ -143,7 +143,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 if !missing.is_empty() {
                     let shown: Vec<&&&str> = missing.iter().take(5).collect();
                     findings.push(finding(
-                        "arch/kernel-missing-sass",
+                        Rule::ArchKernelMissingSass,
                         &b.path,
                         format!("{} kernel(s) have no {w} SASS though other kernels do: {shown:?}{}", missing.len(), if missing.len() > 5 { " …" } else { "" }),
                         "compile every kernel source for every target (one translation unit was built with fewer -gencode flags)",
@@ -153,7 +153,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             for (name, s) in &sass {
                 if !want.contains(s) {
                     findings.push(finding(
-                        "arch/extra-sass",
+                        Rule::ArchExtraSass,
                         &b.path,
                         format!("SASS for {name}, which the policy does not list"),
                         "nothing to fix unless the size matters",
@@ -166,7 +166,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             for w in &want {
                 if !ptx.values().any(|p| p == w) {
                     findings.push(finding(
-                        "arch/missing-ptx",
+                        Rule::ArchMissingPtx,
                         &b.path,
                         format!("no PTX for {w}: GPUs newer than the matrix get no JIT fallback; present: {:?}", ptx.keys().collect::<BTreeSet<_>>()),
                         format!("add -gencode arch={w},code={w} (matrix entry `+PTX`) and rebuild"),
@@ -176,7 +176,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             for (name, p) in &ptx {
                 if !want.contains(p) {
                     findings.push(finding(
-                        "arch/unexpected-ptx",
+                        Rule::ArchUnexpectedPtx,
                         &b.path,
                         format!("PTX for {name}, which the policy does not list"),
                         "drop the compute_XX code= target, or add `+PTX` to that matrix entry",
@@ -189,7 +189,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 if let Some(isa) = e.ptx_isa_num {
                     if isa > max {
                         findings.push(finding(
-                            "arch/ptx-isa-too-new",
+                            Rule::ArchPtxIsaTooNew,
                             &b.path,
                             format!("{} PTX has ISA {}.{}; driver {driver} JITs at most {}.{} (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)", e.target, isa.0, isa.1, max.0, max.1),
                             "build the PTX with the nvcc matching the oldest driver (the pinned toolkit)",
@@ -204,7 +204,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             || policy.expect_ptx.as_ref().is_some_and(|v| !v.is_empty()))
     {
         findings.push(finding(
-            "arch/no-device-code",
+            Rule::ArchNoDeviceCode,
             "",
             "the policy expects device code, but no binary has a `.nv_fatbin` section".into(),
             "check that the kernels are linked into the extension (kiln-kernels embeds them in .nv_fatbin)",

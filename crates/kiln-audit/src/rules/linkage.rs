@@ -7,19 +7,22 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::facts::{Artifact, Binary, InputKind};
-use crate::finding::{finding, finding_lower, Finding};
-use crate::nvidia_wheels;
-use crate::platform;
+use crate::finding::{finding, finding_lower, Finding, Rule};
 use crate::policy::Policy;
-use crate::runpath;
+use crate::read::runpath;
+use crate::rules::nvidia_wheels;
+use crate::rules::platform;
 
 /// How one soname a binary needs is found at run time.
 #[derive(Debug, Clone, Serialize)]
 pub struct Resolution {
+    /// The binary that needs it.
     pub file: String,
+    /// The soname as written.
     pub soname: String,
     /// "needed" or "dlopen"
     pub how: &'static str,
+    /// Where it resolves.
     pub via: Via,
 }
 
@@ -33,6 +36,7 @@ pub enum Via {
     System,
     /// The NVIDIA driver's libraries.
     Driver,
+    /// libpython, provided by the interpreter.
     Python,
     /// The soname is a path; the loader takes it as is.
     Path,
@@ -40,11 +44,14 @@ pub enum Via {
     Wheel(String),
     /// A runtime wheel present in the directory (site-packages) being audited.
     Installed {
+        /// The wheel's distribution name.
         wheel: String,
+        /// Its library directory, relative to the input.
         dir: String,
     },
     /// A runtime wheel, for an input that has no metadata to declare it.
     External(String),
+    /// Nowhere: the loader fails (NEEDED) or the feature is missing (dlopen).
     Unresolved,
 }
 
@@ -107,7 +114,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     None => "is relative to the working directory, not to the library".into(),
                 };
                 findings.push(finding(
-                    "linkage/build-tree-runpath",
+                    Rule::LinkageBuildTreeRunpath,
                     &b.path,
                     format!("RUNPATH/RPATH entry {entry:?} {why}"),
                     "set RUNPATH to $ORIGIN-relative paths only: patchelf --set-rpath '$ORIGIN/../lib' FILE",
@@ -117,7 +124,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         if let Some((plat, (machine, name))) = machine_expected(artifact, policy) {
             if elf.machine != machine {
                 findings.push(finding(
-                    "tags/machine-mismatch",
+                    Rule::TagsMachineMismatch,
                     &b.path,
                     format!("e_machine is {}, but platform tag {plat} runs {name} ({machine}): the loader refuses the file", elf.machine),
                     "build the library for the tagged architecture, or tag the wheel for the one it was built for",
@@ -128,7 +135,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         runpath_into_other_wheels(artifact, policy, b, findings);
         for n in elf.needed.iter().filter(|n| n.contains('/')) {
             findings.push(finding(
-                "linkage/needed-path",
+                Rule::LinkageNeededPath,
                 &b.path,
                 format!("NEEDED {n:?} contains `/`: the loader opens that path as written (a path on the build machine), never searching RUNPATH"),
                 "link against the library by its soname (patchelf --replace-needed PATH SONAME FILE)",
@@ -137,7 +144,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         for n in &elf.needed {
             if let Some(real) = platform::driver_stub_for(n) {
                 findings.push(finding(
-                    "linkage/driver-stub-needed",
+                    Rule::LinkageDriverStubNeeded,
                     &b.path,
                     format!("NEEDED {n}: the toolkit's link-time stub name; at run time only the driver's {real} exists"),
                     format!("link against the versioned soname (patchelf --replace-needed {n} {real} FILE), or load the driver with dlopen(\"{real}\")"),
@@ -175,7 +182,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 findings.extend(
                     scratch
                         .into_iter()
-                        .filter(|f| f.rule != "linkage/unresolved-dlopen"),
+                        .filter(|f| f.rule != Rule::LinkageUnresolvedDlopen),
                 );
                 let message = format!(
                     "dlopen feature {:?} ({}) lists {:?}; none resolves inside the wheel, its Requires-Dist or the platform",
@@ -186,9 +193,9 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 let fix = "bundle the library, add the wheel that ships it to Requires-Dist, or fix the soname in the .note.dlopen note";
                 // An optional feature is registered with a lower severity (finding::LOWER_SEVERITY).
                 findings.push(if required {
-                    finding("linkage/unresolved-dlopen", &b.path, message, fix)
+                    finding(Rule::LinkageUnresolvedDlopen, &b.path, message, fix)
                 } else {
-                    finding_lower("linkage/unresolved-dlopen", &b.path, message, fix)
+                    finding_lower(Rule::LinkageUnresolvedDlopen, &b.path, message, fix)
                 });
             }
             for (s, via) in vias {
@@ -203,7 +210,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         undeclared_dlopen(artifact, policy, b, findings);
         for e in &elf.dlopen_errors {
             findings.push(finding(
-                "linkage/bad-dlopen-note",
+                Rule::LinkageBadDlopenNote,
                 &b.path,
                 e.clone(),
                 "write the note as the FDO ELF dlopen metadata JSON array",
@@ -213,7 +220,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         if let (Some(have), Some((plat, max))) = (elf.max_glibc, &ceiling) {
             if have > *max {
                 findings.push(finding(
-                    "tags/glibc-too-new",
+                    Rule::TagsGlibcTooNew,
                     &b.path,
                     format!("needs GLIBC_{}.{}, but platform {plat} guarantees only glibc {}.{}", have.0, have.1, max.0, max.1),
                     format!("build against an older glibc (manylinux container, or zig cc) or claim manylinux_{}_{}", have.0, have.1),
@@ -239,7 +246,7 @@ fn cuda_major_mix(b: &Binary, needed: &[String], findings: &mut Vec<Finding>) {
             .map(|(m, names)| format!("CUDA {m}: {}", names.join(", ")))
             .collect();
         findings.push(finding(
-            "linkage/cuda-major-mix",
+            Rule::LinkageCudaMajorMix,
             &b.path,
             format!(
                 "NEEDs runtime libraries of {} CUDA majors ({})",
@@ -286,7 +293,7 @@ fn runpath_into_other_wheels(
         });
         if !declared {
             findings.push(finding(
-                "linkage/runpath-undeclared-wheel",
+                Rule::LinkageRunpathUndeclaredWheel,
                 &b.path,
                 format!(
                     "RUNPATH {entry:?} leads to {dir}/, the library directory of the {} wheel, which METADATA does not require",
@@ -319,7 +326,7 @@ fn extra_only(
     if !reqs.is_empty() && reqs.iter().all(under_extra) {
         let marker = reqs[0].marker.as_deref().unwrap_or("");
         findings.push(finding(
-            "linkage/extra-only-dependency",
+            Rule::LinkageExtraOnlyDependency,
             file,
             format!("{how} {soname} comes from {wheel}, which METADATA requires only when `{marker}`: a plain `pip install` leaves this library unloadable"),
             format!("require {wheel} unconditionally, or load the library with dlopen and degrade without it"),
@@ -339,13 +346,13 @@ fn cxx_too_new(
     let Some((plat, (max_cxx, max_abi))) = platforms(artifact, policy)
         .into_iter()
         .filter_map(|p| platform::cxx_ceiling(&p).map(|c| (p, c)))
-        .min_by_key(|(_, (cxx, _))| crate::elf::version_key(cxx))
+        .min_by_key(|(_, (cxx, _))| crate::read::elf::version_key(cxx))
     else {
         return;
     };
     let newer = |have: &Option<String>, max: &str| {
         have.as_deref()
-            .filter(|h| crate::elf::version_key(h) > crate::elf::version_key(max))
+            .filter(|h| crate::read::elf::version_key(h) > crate::read::elf::version_key(max))
             .map(str::to_string)
     };
     for (what, have, max) in [
@@ -354,7 +361,7 @@ fn cxx_too_new(
     ] {
         if let Some(have) = have {
             findings.push(finding(
-                "tags/cxx-abi-too-new",
+                Rule::TagsCxxAbiTooNew,
                 &b.path,
                 format!("needs {what}_{have}, but platform {plat} guarantees libstdc++ only up to {what}_{max} (auditwheel's manylinux policy)"),
                 "build with an older GCC's libstdc++ (the manylinux container of that tag), link libstdc++ statically, or claim a newer manylinux tag",
@@ -399,7 +406,7 @@ fn bundled_driver(artifact: &Artifact, findings: &mut Vec<Finding>) {
         let name = f.rsplit('/').next().unwrap_or(f);
         if let Some(lib) = platform::bundled_driver_lib(name) {
             findings.push(finding(
-                "linkage/driver-bundled",
+                Rule::LinkageDriverBundled,
                 f,
                 format!("{f} is a copy of the NVIDIA driver library {lib}; it must match the installed kernel module"),
                 "remove it from the wheel (auditwheel repair --exclude libcuda.so.1); the driver provides it",
@@ -458,7 +465,7 @@ fn undeclared_dlopen(
             None => "a runtime wheel",
         };
         findings.push(finding(
-            "linkage/undeclared-dlopen",
+            Rule::LinkageUndeclaredDlopen,
             &b.path,
             format!("names {s} in its read-only data but neither NEEDS it nor lists it in .note.dlopen: it may dlopen it; {wheel} ships it ({status})"),
             "declare it in a .note.dlopen note (FDO ELF dlopen metadata) so tools can see the dependency, and require the wheel when it is not optional",
@@ -532,7 +539,7 @@ fn resolve(
             }
             let names: Vec<&str> = providers.iter().map(|(w, _)| w.as_str()).collect();
             findings.push(finding(
-                "metadata/missing-requires-dist",
+                Rule::MetadataMissingRequiresDist,
                 &b.path,
                 format!(
                     "{how} {soname} comes from the {} wheel, which METADATA does not require",
@@ -556,10 +563,10 @@ fn resolve(
         format!("; searched {searched:?}")
     };
     let (rule, fix) = if how == "needed" {
-        ("linkage/unresolved-needed", "bundle the library (auditwheel repair) and point RUNPATH at it with $ORIGIN, or require the wheel that ships it")
+        (Rule::LinkageUnresolvedNeeded, "bundle the library (auditwheel repair) and point RUNPATH at it with $ORIGIN, or require the wheel that ships it")
     } else {
         (
-            "linkage/unresolved-dlopen",
+            Rule::LinkageUnresolvedDlopen,
             "bundle the library, require the wheel that ships it, or fix the .note.dlopen soname",
         )
     };

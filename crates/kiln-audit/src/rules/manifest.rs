@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kiln_pins::ArchMatrix;
 
 use crate::facts::{Artifact, EntryKind, Target};
-use crate::finding::{finding, Finding};
+use crate::finding::{finding, Finding, Rule};
 use crate::policy::Policy;
 
 const FIX_REBUILD: &str = "rebuild with `cargo xtask wheel` (or `nix build .#wheel`); a manifest is written by kiln-build from the compiled outputs and must never be edited";
@@ -16,7 +16,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         let Some(elf) = &b.elf else { continue };
         if let Some(e) = &elf.build_manifest_error {
             findings.push(finding(
-                "manifest/unreadable",
+                Rule::ManifestUnreadable,
                 &b.path,
                 format!("`.kiln_manifest`: {e}"),
                 FIX_REBUILD,
@@ -51,7 +51,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             claimed.insert(t.target);
             let Some((kernels, isa)) = actual.get(&t.target) else {
                 findings.push(finding(
-                    "manifest/target-missing",
+                    Rule::ManifestTargetMissing,
                     &b.path,
                     format!("the build manifest claims {} ({} kernels) but the file has no {} entry for it", t.target, t.kernels.len(), t.kind),
                     FIX_REBUILD,
@@ -66,7 +66,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 .collect();
             if !missing.is_empty() {
                 findings.push(finding(
-                    "manifest/kernel-missing",
+                    Rule::ManifestKernelMissing,
                     &b.path,
                     format!(
                         "the build manifest claims {} for {}, but the device code lacks them",
@@ -79,7 +79,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             if let (Some(claimed_isa), Some(found)) = (t.ptx_isa.as_deref(), isa) {
                 if claimed_isa != *found {
                     findings.push(finding(
-                        "manifest/ptx-isa-mismatch",
+                        Rule::ManifestPtxIsaMismatch,
                         &b.path,
                         format!("the build manifest says PTX ISA {claimed_isa} for {}, the PTX says {found}", t.target),
                         FIX_REBUILD,
@@ -96,7 +96,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         unclaimed.sort();
         for target in unclaimed {
             findings.push(finding(
-                "manifest/unclaimed-target",
+                Rule::ManifestUnclaimedTarget,
                 &b.path,
                 format!("the file carries {target}, which its build manifest does not list"),
                 FIX_REBUILD,
@@ -117,7 +117,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     );
                     if ms != ps || mp != pp {
                         findings.push(finding(
-                            "manifest/matrix-differs",
+                            Rule::ManifestMatrixDiffers,
                             &b.path,
                             format!("built for the matrix [{}], the policy expects another", manifest.matrix.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
                             "rebuild from the checkout whose Cargo.toml is the policy, or audit against the pins it was built with",
@@ -125,7 +125,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     }
                 }
                 Err(e) => findings.push(finding(
-                    "manifest/unreadable",
+                    Rule::ManifestUnreadable,
                     &b.path,
                     format!("manifest matrix: {e}"),
                     FIX_REBUILD,

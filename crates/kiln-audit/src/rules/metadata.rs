@@ -1,9 +1,9 @@
 //! metadata/* and tags/*: what the wheel says about itself versus what its binaries do.
 
 use crate::facts::Artifact;
-use crate::finding::{finding, Finding};
-use crate::platform;
+use crate::finding::{finding, Finding, Rule};
 use crate::policy::Policy;
+use crate::rules::platform;
 
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) {
     let Some(meta) = &artifact.wheel else { return };
@@ -17,7 +17,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             let Some(elf) = &b.elf else { continue };
             if let Some(py) = elf.needed.iter().find(|n| platform::is_libpython(n)) {
                 findings.push(finding(
-                    "tags/abi3-links-libpython",
+                    Rule::TagsAbi3LinksLibpython,
                     &b.path,
                     format!("the wheel claims abi3, but this binary NEEDs {py} (one exact CPython)"),
                     "do not link libpython into extension modules (pyo3: no `auto-initialize`; set abi3 features), or drop the abi3 tag",
@@ -32,7 +32,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         for r in meta.requires_dist.iter().filter(|r| r.name == name) {
             if !r.admits(&lib.version) {
                 findings.push(finding(
-                    "metadata/requires-dist-pin",
+                    Rule::MetadataRequiresDistPin,
                     "METADATA",
                     format!(
                         "Requires-Dist {:?} does not admit the exact pin {} {} the build and tests use",
@@ -52,7 +52,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
     for r in &meta.requires_dist {
         if let Some(exact) = r.exact_pin() {
             findings.push(finding(
-                "metadata/requires-dist-exact",
+                Rule::MetadataRequiresDistExact,
                 "METADATA",
                 format!(
                     "Requires-Dist {:?} pins {} to one release ({exact}); the wheel cannot coexist with packages that need another",
@@ -95,7 +95,7 @@ mod tests {
         findings
     }
 
-    fn rules(findings: &[Finding]) -> Vec<&str> {
+    fn rules(findings: &[Finding]) -> Vec<Rule> {
         findings.iter().map(|f| f.rule).collect()
     }
 
@@ -115,7 +115,7 @@ mod tests {
         reqs.retain(|r| !r.starts_with(&cudnn.wheel));
         reqs.push(format!("{}>=9.0,<{}", cudnn.wheel, cudnn.version));
         let found = audit(&reqs);
-        assert_eq!(rules(&found), ["metadata/requires-dist-pin"]);
+        assert_eq!(rules(&found), [Rule::MetadataRequiresDistPin]);
         assert_eq!(severity_of(found[0].rule), Severity::Error);
         assert!(found[0].message.contains(&cudnn.version), "{found:?}");
     }
@@ -131,8 +131,8 @@ mod tests {
         assert_eq!(
             rules(&found),
             [
-                "metadata/requires-dist-exact",
-                "metadata/requires-dist-exact"
+                Rule::MetadataRequiresDistExact,
+                Rule::MetadataRequiresDistExact
             ]
         );
         assert_eq!(severity_of(found[0].rule), Severity::Warning);

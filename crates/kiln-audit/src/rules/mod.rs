@@ -6,11 +6,13 @@ pub mod arch;
 pub mod linkage;
 pub mod manifest;
 pub mod metadata;
+pub mod nvidia_wheels;
+pub mod platform;
 pub mod reach;
 pub mod wheel;
 
 use crate::facts::Artifact;
-use crate::finding::{finding, Finding};
+use crate::finding::{finding, Finding, Rule};
 use crate::policy::Policy;
 
 pub use linkage::{Resolution, Via};
@@ -22,7 +24,7 @@ pub fn evaluate(artifact: &Artifact, policy: &Policy) -> (Vec<Finding>, Vec<Reso
     for b in &artifact.binaries {
         if let Some(e) = &b.elf_error {
             findings.push(finding(
-                "elf/unreadable",
+                Rule::ElfUnreadable,
                 &b.path,
                 format!("ELF could not be read: {e}"),
                 "rebuild the file; a truncated or corrupted ELF cannot be loaded",
@@ -30,7 +32,7 @@ pub fn evaluate(artifact: &Artifact, policy: &Policy) -> (Vec<Finding>, Vec<Reso
         }
         if let Some(diff) = b.elf.as_ref().and_then(|e| e.dynamic_mismatch.as_ref()) {
             findings.push(finding(
-                "elf/dynamic-mismatch",
+                Rule::ElfDynamicMismatch,
                 &b.path,
                 format!("the loader's dynamic section differs from the section headers' ({diff}); the audit follows the loader, but a tool reading sections is being misled"),
                 "rebuild or re-link the file; never edit .dynamic or the section table by hand",

@@ -3,7 +3,7 @@
 //! every listed generation reached by every kernel, PTX counting only within `--min-driver`.
 
 use crate::facts::Artifact;
-use crate::finding::{finding, Finding};
+use crate::finding::{finding, Finding, Rule};
 use crate::policy::Policy;
 use crate::reach::{self, Path};
 
@@ -22,7 +22,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         let (names, count) = reach::without_forward_path(b);
         if count > 0 {
             findings.push(finding(
-                "reach/no-forward-path",
+                Rule::ReachNoForwardPath,
                 &b.path,
                 format!(
                     "{count} kernel(s) have no PTX and only arch-specific (`a`) or family (`f`) SASS: no GPU beyond that arch or family can run them: {}",
@@ -38,7 +38,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         for c in b.cells.iter().filter(|c| c.path == Path::None) {
             if c.capability > lo && c.capability < hi {
                 findings.push(finding(
-                    "reach/gap",
+                    Rule::ReachGap,
                     &b.file,
                     format!(
                         "GPU {} lies inside this binary's range ({}–{}) but {} kernel(s) have no way there (no SASS of its major at or below it, no PTX that JITs to it{}): {}",
@@ -59,7 +59,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
     };
     if view.binaries.is_empty() && !required.is_empty() {
         findings.push(finding(
-            "reach/required-gpu",
+            Rule::ReachRequiredGpu,
             "",
             format!(
                 "--require-gpus lists {} generation(s), but no binary has device code",
@@ -75,7 +75,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 continue;
             }
             findings.push(finding(
-                "reach/required-gpu",
+                Rule::ReachRequiredGpu,
                 &b.file,
                 format!(
                     "required GPU {} is not reached by {} kernel(s){}: {}",
@@ -149,7 +149,7 @@ mod tests {
         a
     }
 
-    fn rules(a: &Artifact, policy: &Policy) -> Vec<(&'static str, String)> {
+    fn rules(a: &Artifact, policy: &Policy) -> Vec<(Rule, String)> {
         let mut f = Vec::new();
         check(a, policy, &mut f);
         f.into_iter().map(|f| (f.rule, f.message)).collect()
@@ -243,7 +243,7 @@ mod tests {
     fn kiln_matrix_has_one_gap_thor_and_a_forward_path() {
         let got = rules(&kiln_matrix(), &Policy::default());
         assert_eq!(got.len(), 1, "{got:?}");
-        assert_eq!(got[0].0, "reach/gap");
+        assert_eq!(got[0].0, Rule::ReachGap);
         assert!(got[0].1.contains("GPU 11.0"), "{}", got[0].1);
     }
 
@@ -252,14 +252,14 @@ mod tests {
         let a = artifact(vec![entry("sm_90a", &["k"]), entry("sm_100f", &["k"])]);
         let got = rules(&a, &Policy::default());
         assert!(
-            got.iter().any(|(r, _)| *r == "reach/no-forward-path"),
+            got.iter().any(|(r, _)| *r == Rule::ReachNoForwardPath),
             "{got:?}"
         );
         for extra in ["sm_90", "compute_90a", "compute_100f"] {
             let mut entries = vec![entry("sm_90a", &["k"]), entry("sm_100f", &["k"])];
             entries.push(entry(extra, &["k"]));
             let got = rules(&artifact(entries), &Policy::default());
-            let fires = got.iter().any(|(r, _)| *r == "reach/no-forward-path");
+            let fires = got.iter().any(|(r, _)| *r == Rule::ReachNoForwardPath);
             // Plain SASS or any PTX gives a path beyond the `a`/`f` targets.
             assert!(!fires, "{extra}: {got:?}");
         }
@@ -325,7 +325,7 @@ mod tests {
         let got = rules(&a, &Policy::default());
         assert!(
             got.iter()
-                .any(|(r, m)| *r == "reach/gap" && m.contains("GPU 8.6") && m.contains("late")),
+                .any(|(r, m)| *r == Rule::ReachGap && m.contains("GPU 8.6") && m.contains("late")),
             "{got:?}"
         );
     }

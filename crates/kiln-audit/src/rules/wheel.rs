@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::facts::{Artifact, InputKind, MemberDigest, ReadProblem, RecordRow};
-use crate::finding::{finding, Finding};
+use crate::finding::{finding, Finding, Rule};
 
 const FIX_RECORD: &str =
     "rebuild the wheel (or rewrite RECORD with the real sha256 and size of every member)";
@@ -20,7 +20,7 @@ pub fn check(artifact: &Artifact, findings: &mut Vec<Finding>) {
         match &r.rows {
             Some(rows) => verify_record(rows, &artifact.digests, &record_path, is_wheel, findings),
             None if is_wheel => findings.push(finding(
-                "wheel/record-missing",
+                Rule::WheelRecordMissing,
                 &r.dist_info,
                 format!("{} has no RECORD", r.dist_info),
                 "rebuild the wheel with a PEP 427 build backend",
@@ -30,7 +30,7 @@ pub fn check(artifact: &Artifact, findings: &mut Vec<Finding>) {
     }
     if is_wheel && meta.dist_info.is_empty() {
         findings.push(finding(
-            "wheel/no-dist-info",
+            Rule::WheelNoDistInfo,
             "",
             "no .dist-info/ with RECORD, WHEEL or METADATA".into(),
             "build the wheel with maturin or pip wheel",
@@ -39,7 +39,7 @@ pub fn check(artifact: &Artifact, findings: &mut Vec<Finding>) {
     if let Some(f) = &meta.filename {
         if !meta.tags.is_empty() && f.tags.iter().any(|t| !meta.tags.contains(t)) {
             findings.push(finding(
-                "tags/filename-mismatch",
+                Rule::TagsFilenameMismatch,
                 "",
                 format!(
                     "file name tags {:?} differ from WHEEL tags {:?}",
@@ -55,7 +55,7 @@ pub fn check(artifact: &Artifact, findings: &mut Vec<Finding>) {
 fn problem(p: &ReadProblem) -> Finding {
     match p {
         ReadProblem::UnsafePath { member, why } => finding(
-            "wheel/unsafe-path",
+            Rule::WheelUnsafePath,
             member,
             format!("member path {member:?} is unsafe ({why}); it was not read"),
             "rebuild the wheel: members must be relative paths inside it",
@@ -65,7 +65,7 @@ fn problem(p: &ReadProblem) -> Finding {
             action,
             error,
         } => finding(
-            "input/unreadable-member",
+            Rule::InputUnreadableMember,
             member,
             format!("cannot {action} member: {error}"),
             "rebuild the wheel",
@@ -75,7 +75,7 @@ fn problem(p: &ReadProblem) -> Finding {
             declared,
             limit,
         } => finding(
-            "wheel/member-too-large",
+            Rule::WheelMemberTooLarge,
             member,
             match declared {
                 Some(size) => format!("member claims {size} bytes, over the limit of {limit}"),
@@ -88,7 +88,7 @@ fn problem(p: &ReadProblem) -> Finding {
             line,
             error,
         } => finding(
-            "wheel/record-mismatch",
+            Rule::WheelRecordMismatch,
             record,
             format!("RECORD line {line}: {error}"),
             "regenerate RECORD with the build backend (maturin/pip wheel)",
@@ -98,7 +98,7 @@ fn problem(p: &ReadProblem) -> Finding {
             value,
             error,
         } => finding(
-            "metadata/bad-requires-dist",
+            Rule::MetadataBadRequiresDist,
             metadata,
             format!(
                 "Requires-Dist {:?} is not PEP 508: {error}",
@@ -107,31 +107,31 @@ fn problem(p: &ReadProblem) -> Finding {
             "write the requirement as PEP 508 (name, specifier, marker)",
         ),
         ReadProblem::ZipDifferential { member, why } => finding(
-            "wheel/zip-differential",
+            Rule::WheelZipDifferential,
             member,
             format!("pip would not install what was audited: {why}"),
             "rebuild the wheel with a standard zip writer (one central directory, one entry per name, local headers that match it)",
         ),
         ReadProblem::SymlinkMember { member } => finding(
-            "wheel/symlink-member",
+            Rule::WheelSymlinkMember,
             member,
             "member is a symbolic link; pip writes it as a regular file holding the link target, so it is not what it names".into(),
             "store the real file (auditwheel copies libraries; never symlink inside a wheel)",
         ),
         ReadProblem::BadDistInfo { dist_info, why } => finding(
-            "wheel/bad-dist-info",
+            Rule::WheelBadDistInfo,
             dist_info,
             why.clone(),
             "build the wheel with a PEP 427 backend: one {name}-{version}.dist-info with WHEEL (Wheel-Version: 1.0), METADATA and RECORD",
         ),
         ReadProblem::InflatedTooLarge { inflated, limit } => finding(
-            "input/too-large",
+            Rule::InputTooLarge,
             "",
             format!("members inflate to more than {limit} bytes in total (counted {inflated}); reading stopped there"),
             "raise --max-total-size if this is genuine",
         ),
         ReadProblem::OverLimit { file, what, limit } => finding(
-            "input/over-limit",
+            Rule::InputOverLimit,
             file,
             format!("more {what} than the limit of {limit}; the rest was not read"),
             "this input is not a plausible wheel or library; inspect it by hand",
@@ -157,7 +157,7 @@ fn verify_record(
         }
         match record.get(name) {
             None if require_listed => findings.push(finding(
-                "wheel/record-missing",
+                Rule::WheelRecordMissing,
                 name,
                 format!("{name} is in the archive but not in {record_path}"),
                 FIX_RECORD,
@@ -167,7 +167,7 @@ fn verify_record(
                 if row.hash.is_empty() {
                     if require_listed {
                         findings.push(finding(
-                            "wheel/record-mismatch",
+                            Rule::WheelRecordMismatch,
                             name,
                             format!("{record_path} has no hash for {name}"),
                             FIX_RECORD,
@@ -175,7 +175,7 @@ fn verify_record(
                     }
                 } else if !row.hash.starts_with("sha256=") {
                     findings.push(finding(
-                        "wheel/record-mismatch",
+                        Rule::WheelRecordMismatch,
                         name,
                         format!(
                             "{record_path} uses {} for {name}; only sha256 is verified",
@@ -185,7 +185,7 @@ fn verify_record(
                     ));
                 } else if row.hash != got.hash {
                     findings.push(finding(
-                        "wheel/record-mismatch",
+                        Rule::WheelRecordMismatch,
                         name,
                         format!(
                             "sha256 mismatch: RECORD says {}, content is {}",
@@ -195,7 +195,7 @@ fn verify_record(
                     ));
                 } else if row.size.is_some_and(|s| s != got.size) {
                     findings.push(finding(
-                        "wheel/record-mismatch",
+                        Rule::WheelRecordMismatch,
                         name,
                         format!(
                             "size mismatch: RECORD says {}, content is {} bytes",
@@ -212,7 +212,7 @@ fn verify_record(
         for name in record.keys() {
             if !members.contains_key(name) && name != record_path {
                 findings.push(finding(
-                    "wheel/record-mismatch",
+                    Rule::WheelRecordMismatch,
                     record_path,
                     format!("{record_path} lists {name}, which is not in the archive"),
                     FIX_RECORD,
@@ -274,7 +274,7 @@ mod tests {
         f
     }
 
-    fn rules(f: &[Finding]) -> Vec<(&str, &str)> {
+    fn rules(f: &[Finding]) -> Vec<(Rule, &str)> {
         f.iter().map(|f| (f.rule, f.file.as_str())).collect()
     }
 
@@ -316,12 +316,12 @@ mod tests {
         assert_eq!(
             rules(&f),
             [
-                ("wheel/unsafe-path", "../evil"),
-                ("input/unreadable-member", "x/a.so"),
-                ("wheel/member-too-large", "x/big"),
-                ("wheel/member-too-large", "x/bomb"),
-                ("wheel/record-mismatch", "x-1.0.dist-info/RECORD"),
-                ("metadata/bad-requires-dist", "x-1.0.dist-info/METADATA"),
+                (Rule::WheelUnsafePath, "../evil"),
+                (Rule::InputUnreadableMember, "x/a.so"),
+                (Rule::WheelMemberTooLarge, "x/big"),
+                (Rule::WheelMemberTooLarge, "x/bomb"),
+                (Rule::WheelRecordMismatch, "x-1.0.dist-info/RECORD"),
+                (Rule::MetadataBadRequiresDist, "x-1.0.dist-info/METADATA"),
             ]
         );
         assert_eq!(
@@ -359,12 +359,12 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("wheel/record-mismatch", "x-1.0.dist-info/RECORD"),
-                ("wheel/record-mismatch", "x/changed.py"),
-                ("wheel/record-mismatch", "x/md5.py"),
-                ("wheel/record-mismatch", "x/nohash.py"),
-                ("wheel/record-mismatch", "x/resized.py"),
-                ("wheel/record-missing", "x/unlisted.py"),
+                (Rule::WheelRecordMismatch, "x-1.0.dist-info/RECORD"),
+                (Rule::WheelRecordMismatch, "x/changed.py"),
+                (Rule::WheelRecordMismatch, "x/md5.py"),
+                (Rule::WheelRecordMismatch, "x/nohash.py"),
+                (Rule::WheelRecordMismatch, "x/resized.py"),
+                (Rule::WheelRecordMissing, "x/unlisted.py"),
             ]
         );
         // An unpacked tree may hold unlisted files and rows without hashes; content still counts.
@@ -375,9 +375,9 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("wheel/record-mismatch", "x/changed.py"),
-                ("wheel/record-mismatch", "x/md5.py"),
-                ("wheel/record-mismatch", "x/resized.py"),
+                (Rule::WheelRecordMismatch, "x/changed.py"),
+                (Rule::WheelRecordMismatch, "x/md5.py"),
+                (Rule::WheelRecordMismatch, "x/resized.py"),
             ]
         );
     }
@@ -386,11 +386,11 @@ mod tests {
     fn missing_record_and_missing_dist_info() {
         assert_eq!(
             rules(&run(&wheel(dist(None)))),
-            [("wheel/record-missing", "x-1.0.dist-info")]
+            [(Rule::WheelRecordMissing, "x-1.0.dist-info")]
         );
         assert_eq!(
             rules(&run(&wheel(WheelMeta::default()))),
-            [("wheel/no-dist-info", "")]
+            [(Rule::WheelNoDistInfo, "")]
         );
         // Not a wheel: neither applies.
         let mut dir = wheel(dist(None));
@@ -408,7 +408,7 @@ mod tests {
             tags: vec!["cp39-abi3-manylinux_2_17_x86_64".into()],
         });
         let f = run(&wheel(meta.clone()));
-        assert_eq!(rules(&f), [("tags/filename-mismatch", "")]);
+        assert_eq!(rules(&f), [(Rule::TagsFilenameMismatch, "")]);
         assert_eq!(f[0].severity, Severity::Warning);
         meta.filename.as_mut().unwrap().tags = meta.tags.clone();
         assert!(run(&wheel(meta)).is_empty());

@@ -4,12 +4,14 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::ValueEnum;
 use kiln_audit::facts::EntryKind;
 use kiln_audit::{Coverage, Options, Policy, Reach, ReachCell, ReachPath, Report, Severity, Via};
 
 use super::escape::{self, text as esc};
+use super::{error, exit_code};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -70,27 +72,15 @@ pub enum FailOn {
     Never,
 }
 
-pub fn run(args: Args) -> i32 {
-    let policy = match build_policy(&args) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("kiln audit: {e}");
-            return 2;
-        }
-    };
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let policy = build_policy(&args)?;
     let opts = Options {
         list_kernels: !args.no_kernels,
         max_member_size: args.max_member_size,
         max_total_size: args.max_total_size,
     };
     let progress = Bar::new(args.quiet || args.json);
-    let report = match kiln_audit::audit(&args.input, &policy, &opts, &progress) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("kiln audit: {e}");
-            return 2;
-        }
-    };
+    let report = kiln_audit::audit(&args.input, &policy, &opts, &progress).map_err(error)?;
     let threshold = match args.fail_on {
         FailOn::Error => Some(Severity::Error),
         FailOn::Warning => Some(Severity::Warning),
@@ -113,13 +103,12 @@ pub fn run(args: Args) -> i32 {
     };
     // A write error at the final flush is reported like any other.
     let written = written.and_then(|()| out.flush());
-    if let Err(e) = written {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("kiln audit: writing the report: {e}");
-            return 2;
+    match written {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(error(e).context("writing the report"))
         }
+        _ => Ok(exit_code(failed)),
     }
-    i32::from(failed)
 }
 
 /// The input's size as read: the file's length, or a directory's binaries together.
@@ -130,9 +119,9 @@ fn input_bytes(input: &std::path::Path, report: &Report) -> u64 {
     }
 }
 
-fn build_policy(args: &Args) -> Result<Policy, String> {
+fn build_policy(args: &Args) -> anyhow::Result<Policy> {
     let pins = match &args.policy {
-        Some(path) => Some(kiln_pins::Pins::load(path).map_err(|e| e.to_string())?),
+        Some(path) => Some(kiln_pins::Pins::load(path).map_err(error)?),
         None => None,
     };
     let mut policy = Policy::from_flags(
@@ -141,10 +130,11 @@ fn build_policy(args: &Args) -> Result<Policy, String> {
         args.expect_ptx.as_deref(),
         args.min_driver,
         args.platform.as_deref(),
-    )?;
+    )
+    .map_err(error)?;
     if let Some(list) = &args.require_gpus {
         policy.require_gpus =
-            Some(kiln_audit::parse_gpu_list(list).map_err(|e| format!("--require-gpus: {e}"))?);
+            Some(kiln_audit::parse_gpu_list(list).map_err(|e| error(e).context("--require-gpus"))?);
     }
     Ok(policy)
 }

@@ -5,8 +5,11 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use kiln_doctor::{Mode, Options, PinsSource, ProbeCommand, Report};
+
+use super::{error, exit_code};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -31,9 +34,10 @@ pub struct Args {
     pub probe: Option<Vec<OsString>>,
 }
 
-pub fn run(args: Args) -> i32 {
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(probe) = &args.probe {
-        return kiln_doctor::probe_child_main(probe);
+        // The child's status, as `exit` would pass it on (its low 8 bits).
+        return Ok(ExitCode::from(kiln_doctor::probe_child_main(probe) as u8));
     }
     let mode = if args.runtime_only {
         Mode::RuntimeOnly
@@ -44,13 +48,10 @@ pub fn run(args: Args) -> i32 {
     };
     let source = match &args.pins {
         Some(p) => PinsSource::File(p.clone()),
-        None => match std::env::current_dir() {
-            Ok(d) => PinsSource::Discover(d),
-            Err(e) => {
-                eprintln!("kiln doctor: cannot read the current directory: {e}");
-                return 2;
-            }
-        },
+        None => PinsSource::Discover(
+            std::env::current_dir()
+                .map_err(|e| error(e).context("cannot read the current directory"))?,
+        ),
     };
     let mut opts = Options::new(mode, source);
     opts.skip = args.skip.clone();
@@ -59,13 +60,7 @@ pub fn run(args: Args) -> i32 {
         program,
         args: vec!["doctor".into(), "--probe".into()],
     });
-    let report = match kiln_doctor::run(&opts) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("kiln doctor: {e}");
-            return 2;
-        }
-    };
+    let report = kiln_doctor::run(&opts).map_err(error)?;
     let text = if args.json {
         report.to_json() + "\n"
     } else {
@@ -73,11 +68,7 @@ pub fn run(args: Args) -> i32 {
     };
     // A closed pipe (`kiln doctor | head`) is not an error worth a panic.
     let _ = std::io::stdout().write_all(text.as_bytes());
-    if report.failed() {
-        1
-    } else {
-        0
-    }
+    Ok(exit_code(report.failed()))
 }
 
 fn render(report: &Report) -> String {

@@ -4,6 +4,9 @@
 //! on who built them.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::error;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,44 +33,42 @@ pub struct FinalizeArgs {
     pub out: PathBuf,
 }
 
-pub fn run(args: Args) -> i32 {
+/// Runs one `kiln wheel` subcommand; returns its name (the error prefix) and its outcome.
+pub fn run(args: Args) -> (&'static str, anyhow::Result<ExitCode>) {
     match args.command {
-        Command::Finalize(a) => match finalize(&a) {
-            Ok(path) => {
+        Command::Finalize(a) => (
+            "wheel finalize",
+            finalize(&a).map(|path| {
                 println!("{}", path.display());
-                0
-            }
-            Err(e) => {
-                eprintln!("kiln wheel finalize: {e}");
-                2
-            }
-        },
+                ExitCode::SUCCESS
+            }),
+        ),
     }
 }
 
-fn finalize(a: &FinalizeArgs) -> Result<PathBuf, String> {
-    let pins = kiln_pins::Pins::load(&a.pins).map_err(|e| e.to_string())?;
+fn finalize(a: &FinalizeArgs) -> anyhow::Result<PathBuf> {
+    let pins = kiln_pins::Pins::load(&a.pins).map_err(error)?;
     let root = match pins.root() {
         p if p.as_os_str().is_empty() => std::path::Path::new("."),
         p => p,
     };
     // The absolute path, as maturin's SBOM names it (mapped to /kiln by the step).
-    let checkout = std::fs::canonicalize(root).map_err(|e| format!("{}: {e}", root.display()))?;
-    let recipe =
-        kiln_wheel::finalize::Recipe::from_pins(&pins, &checkout).map_err(|e| e.to_string())?;
+    let checkout =
+        std::fs::canonicalize(root).map_err(|e| error(e).context(root.display().to_string()))?;
+    let recipe = kiln_wheel::finalize::Recipe::from_pins(&pins, &checkout).map_err(error)?;
     let name = a
         .wheel
         .file_name()
-        .ok_or_else(|| format!("{} is not a wheel file", a.wheel.display()))?;
-    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+        .ok_or_else(|| anyhow::anyhow!("{} is not a wheel file", a.wheel.display()))?;
+    std::fs::create_dir_all(&a.out).map_err(|e| error(e).context(a.out.display().to_string()))?;
     let dst = a.out.join(name);
     let same = |p: &std::path::Path| std::fs::canonicalize(p).ok();
     if same(&dst).is_some() && same(&dst) == same(&a.wheel) {
-        return Err(format!(
+        anyhow::bail!(
             "--out {} holds the input wheel itself; choose another directory",
             a.out.display()
-        ));
+        );
     }
-    kiln_wheel::finalize::finalize(&a.wheel, &dst, &recipe).map_err(|e| e.to_string())?;
+    kiln_wheel::finalize::finalize(&a.wheel, &dst, &recipe).map_err(error)?;
     Ok(dst)
 }

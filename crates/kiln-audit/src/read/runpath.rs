@@ -2,7 +2,7 @@
 //! paths relative to the input root. Shared by the reader (which looks next to a lone ELF on
 //! disk) and the linkage rule (which looks inside the input).
 
-use crate::elf::ElfFacts;
+use crate::read::elf::ElfFacts;
 
 /// Normalizes "a/b/../c" (no leading "/"); None when it climbs above the root.
 pub fn normalize(path: &str) -> Option<String> {

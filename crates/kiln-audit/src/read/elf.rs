@@ -5,21 +5,27 @@ use object::read::elf::{Dyn, FileHeader, SectionHeader, Sym};
 use object::Endianness;
 use serde::Serialize;
 
-use crate::elf_dynamic::{self, DynamicView};
+use crate::read::elf_dynamic::{self, DynamicView};
 
 type Header = elf::FileHeader64<Endianness>;
 
 /// `.note.dlopen` (FDO "ELF dlopen metadata"): owner "FDO", type 0x407c0c0a, JSON payload.
 const FDO_DLOPEN_NOTE: u32 = 0x407c_0c0a;
 
+/// What one ELF declares to the loader, and where its device code sits.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ElfFacts {
+    /// `e_machine` (62: x86-64, 183: AArch64).
     pub machine: u16,
+    /// DT_SONAME.
     pub soname: Option<String>,
+    /// DT_NEEDED, in order.
     #[serde(serialize_with = "crate::json::needed")]
     pub needed: Vec<String>,
+    /// DT_RUNPATH, split at `:`.
     #[serde(serialize_with = "crate::json::runpath")]
     pub runpath: Vec<String>,
+    /// DT_RPATH, split at `:`.
     #[serde(serialize_with = "crate::json::rpath")]
     pub rpath: Vec<String>,
     /// Highest GLIBC_x.y required, as (x, y).
@@ -29,6 +35,7 @@ pub struct ElfFacts {
     /// Highest CXXABI_x.y.z required (numeric ones; CXXABI_TM_1 and the like are not ordered).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_cxxabi: Option<String>,
+    /// Undefined dynamic symbols.
     pub undefined_symbols: usize,
     /// One entry per feature in `.note.dlopen`.
     #[serde(serialize_with = "crate::json::dlopen")]
@@ -67,10 +74,13 @@ pub struct ElfFacts {
     pub build_manifest_error: Option<String>,
 }
 
+/// One feature of a `.note.dlopen` note.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct DlopenFeature {
+    /// The feature's name.
     #[serde(default)]
     pub feature: Option<String>,
+    /// What the feature is for.
     #[serde(default)]
     pub description: Option<String>,
     /// "required", "recommended" or "suggested" (default "recommended").

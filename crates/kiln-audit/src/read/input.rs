@@ -13,16 +13,17 @@ use kiln_wheel::record::{self, Hasher, MemberDigest};
 use kiln_wheel::{archive, metadata, tags};
 use rayon::prelude::*;
 
-use crate::device;
-use crate::elf;
 use crate::error::AuditError;
 use crate::facts::{Artifact, Binary, DistRecord, InputKind, ReadProblem, WheelMeta};
 use crate::options::{Options, Progress};
-use crate::runpath;
-use crate::source::{self, Source};
-use crate::spill;
-use crate::zip_view;
+use crate::read::device;
+use crate::read::elf;
+use crate::read::runpath;
+use crate::read::source::{self, Source};
+use crate::read::spill;
+use crate::read::zip_view;
 
+/// Reads the wheel, ELF, fatbin or directory at `path` into facts.
 pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
     let meta = std::fs::metadata(path).map_err(|e| AuditError::io(path, e))?;
     if meta.is_dir() {

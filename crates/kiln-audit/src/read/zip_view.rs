@@ -9,7 +9,7 @@
 //! `concat` (bytes prepended to the archive) to every header offset, and `ZipFile.open` refuses a
 //! member whose local header name differs from the central one.
 
-use crate::source::Source;
+use crate::read::source::Source;
 
 const EOCD_SIG: &[u8; 4] = b"PK\x05\x06";
 const EOCD64_LOCATOR_SIG: &[u8; 4] = b"PK\x06\x07";

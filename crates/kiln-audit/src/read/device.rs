@@ -7,9 +7,12 @@ use rayon::prelude::*;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The device code found in one binary.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceCode {
+    /// Fatbin containers read.
     pub containers: usize,
+    /// Every entry of every container, in file order.
     #[serde(serialize_with = "crate::json::entries")]
     pub entries: Vec<EntryFacts>,
 }
@@ -47,8 +50,11 @@ impl std::fmt::Display for EntryKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
+    /// Stored as is.
     None,
+    /// LZ4-compressed (nvcc's default).
     Lz4,
+    /// Zstandard-compressed (`-compress-mode`).
     Zstd,
 }
 
@@ -67,10 +73,15 @@ impl Compression {
 /// `kind<K>_<sm><variant>` in text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EntryTarget {
+    /// A SASS or PTX target.
     Device(Target),
+    /// An entry kind kiln does not read.
     Other {
+        /// The entry header's kind field.
         kind: u16,
+        /// The header's architecture number.
         sm: u32,
+        /// The header's `a`/`f` flags.
         variant: Variant,
     },
 }
@@ -106,11 +117,14 @@ fn variant_suffix<S: serde::Serializer>(v: &Variant, s: S) -> Result<S::Ok, S::E
     s.serialize_str(v.suffix())
 }
 
+/// One fatbin entry: what it is for, how it is stored, which kernels it holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct EntryFacts {
+    /// Index of its container in [`DeviceCode::containers`] order.
     pub container: usize,
     /// Offset of the entry header inside `.nv_fatbin`.
     pub offset: usize,
+    /// Cubin, PTX or other.
     pub kind: EntryKind,
     /// Exact target with its `a`/`f` variant; in JSON "sm_100f", "compute_120".
     pub target: EntryTarget,
@@ -119,8 +133,11 @@ pub struct EntryFacts {
     /// In JSON "", "a" or "f".
     #[serde(serialize_with = "variant_suffix")]
     pub variant: Variant,
+    /// How the payload is stored.
     pub compression: Compression,
+    /// Payload bytes as stored.
     pub stored_size: usize,
+    /// Payload bytes once decompressed.
     pub size: u64,
     /// Kernel entry symbols (cubin) or `.entry` names (PTX).
     #[serde(serialize_with = "crate::json::entry_kernels")]
@@ -139,6 +156,7 @@ pub struct EntryFacts {
     /// PTX `.version` as "9.0".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ptx_isa: Option<String>,
+    /// `ptx_isa` as numbers.
     #[serde(skip)]
     pub ptx_isa_num: Option<(u32, u32)>,
     /// The entry header names one target, the payload itself another (a cubin's ELF `e_flags`,
@@ -252,7 +270,7 @@ fn read_to(section: &[u8], depth: Depth, mapped: bool) -> Result<DeviceCode, Str
     // Parsing touched a page (and the kernel maps its neighbours) per entry header across the
     // whole section: hand them back before the payloads are read (most of the 115 MB that stayed
     // resident on cuDNN); each entry's own pages go back once it is read.
-    crate::spill::release(section, mapped);
+    crate::read::spill::release(section, mapped);
     let budget = AtomicU64::new(decompression_budget(section.len()));
     Ok(DeviceCode {
         containers: containers.len(),
@@ -275,7 +293,7 @@ fn entries_of(
     flat.par_iter()
         .map(|(i, e)| {
             let facts = entry_facts(*i, e, depth, budget);
-            crate::spill::release(e.payload, mapped);
+            crate::read::spill::release(e.payload, mapped);
             facts
         })
         .collect()
@@ -303,7 +321,7 @@ pub fn scan(
     let mut released = 0;
     let mut release_behind = |at: usize| {
         if mapped && at >= released + RELEASE_SPAN {
-            crate::spill::release(&section[released..at], true);
+            crate::read::spill::release(&section[released..at], true);
             released = at;
         }
     };
@@ -327,11 +345,11 @@ pub fn scan(
             _ => at = o + 1,
         }
     }
-    crate::spill::release(section, mapped);
+    crate::read::spill::release(section, mapped);
     let mut released = 0;
     let mut release_behind = |at: usize| {
         if mapped && at >= released + RELEASE_SPAN {
-            crate::spill::release(&section[released..at], true);
+            crate::read::spill::release(&section[released..at], true);
             released = at;
         }
     };
@@ -358,7 +376,7 @@ pub fn scan(
             cubins.push((o, image));
         }
     }
-    crate::spill::release(section, mapped);
+    crate::read::spill::release(section, mapped);
     let mut entries = entries_of(
         &containers,
         first_index,
@@ -369,7 +387,7 @@ pub fn scan(
     let raw_index = first_index + containers.len();
     entries.extend(cubins.iter().enumerate().map(|(i, (o, image))| {
         let facts = raw_cubin_facts(raw_index + i, *o, image, list_kernels);
-        crate::spill::release(&image[..facts.stored_size.min(image.len())], mapped);
+        crate::read::spill::release(&image[..facts.stored_size.min(image.len())], mapped);
         facts
     }));
     for e in &mut entries {
@@ -600,7 +618,7 @@ fn finish(mut f: EntryFacts) -> EntryFacts {
         f.kernels_demangled = f
             .kernels
             .iter()
-            .map(|k| crate::demangle::demangle_cached(k))
+            .map(|k| crate::read::demangle::demangle_cached(k))
             .collect();
     }
     f
