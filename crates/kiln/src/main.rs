@@ -22,6 +22,8 @@ enum Command {
     Audit(commands::audit::Args),
     /// Check the machine before a long build: toolchain, driver and GPUs, loader traps, link preflight.
     Doctor(commands::doctor::Args),
+    /// Install the pinned toolchain (CUDA, libclang, maturin) for this project, without Nix or a kiln checkout.
+    Bootstrap(commands::bootstrap::Args),
     /// Post-process a wheel maturin built: Requires-Dist and SBOM from the pins (`finalize`).
     Wheel(commands::wheel::Args),
 }
@@ -32,6 +34,7 @@ fn main() {
         Command::Audit(args) => commands::audit::run(args),
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Wheel(args) => commands::wheel::run(args),
+        Command::Bootstrap(args) => commands::bootstrap::run(args),
     };
     std::process::exit(code);
 }
