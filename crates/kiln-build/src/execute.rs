@@ -15,6 +15,9 @@ pub(crate) struct Executor<'a> {
     pub progress: bool,
 }
 
+/// Writes a job's output to the staging path it is given.
+pub(crate) type Make<'a> = Box<dyn Fn(&std::path::Path) -> Result<(), BuildError> + Sync + 'a>;
+
 /// One runnable job: how it appears in progress lines, its cache key and extension, how
 /// expensive it is expected to be, and what writes its output.
 pub(crate) struct Task<'a> {
@@ -25,7 +28,7 @@ pub(crate) struct Task<'a> {
     pub ext: &'static str,
     pub cost: u64,
     pub kind: Counted,
-    pub make: Box<dyn Fn(&std::path::Path) -> Result<(), BuildError> + Sync + 'a>,
+    pub make: Make<'a>,
 }
 
 /// Which summary count a job belongs to.
@@ -62,7 +65,12 @@ impl Ran {
 impl Executor<'_> {
     /// Runs one stage's tasks (costliest first), reporting each one that did not come from the
     /// cache; every failing task's error, not only the first.
-    pub fn stage(&self, cache: &Cache, tasks: &[Task<'_>], ran: &mut Ran) -> Result<(), BuildError> {
+    pub fn stage(
+        &self,
+        cache: &Cache,
+        tasks: &[Task<'_>],
+        ran: &mut Ran,
+    ) -> Result<(), BuildError> {
         let total = tasks.len();
         let finished = AtomicUsize::new(0);
         let results = pool::run_costliest_first(
@@ -87,10 +95,7 @@ impl Executor<'_> {
 
 /// The tasks of each stage of `plan`, in [`crate::plan::Stage`] order (the combine is run by
 /// the caller after the manifest check).
-pub(crate) fn stages<'a>(
-    plan: &'a BuildPlan,
-    client: &'a jobserver::Client,
-) -> Vec<Vec<Task<'a>>> {
+pub(crate) fn stages<'a>(plan: &'a BuildPlan, client: &'a jobserver::Client) -> Vec<Vec<Task<'a>>> {
     let (tk, cache, flags) = (&plan.toolkit, &plan.cache, &plan.flags);
     // Expected cost: the bytes the front end reads (source + project headers).
     let bytes = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);

@@ -202,7 +202,11 @@ impl BuildPlan {
         for l in &self.links {
             jobs.push(self.link(l)?);
         }
-        for (r, m) in self.rust.iter().flat_map(|r| r.merges.iter().map(move |m| (r, m))) {
+        for (r, m) in self
+            .rust
+            .iter()
+            .flat_map(|r| r.merges.iter().map(move |m| (r, m)))
+        {
             jobs.push(self.merge(r, m));
         }
         jobs.push(self.combine());
@@ -245,7 +249,14 @@ impl BuildPlan {
         let cmd = l.command(&self.toolkit, &self.cache, &output)?;
         let id = format!("link:{}", l.target.name());
         let inputs = l.inputs.clone();
-        Ok(planned(id, Stage::Link, l.target.name(), inputs, &cmd, output))
+        Ok(planned(
+            id,
+            Stage::Link,
+            l.target.name(),
+            inputs,
+            &cmd,
+            output,
+        ))
     }
 
     fn merge(&self, _r: &RustJobs, m: &MergeJob) -> PlannedJob {
@@ -263,7 +274,14 @@ impl BuildPlan {
         let cmd = crate::fatbin::command(&self.toolkit, &modules, &self.fatbin);
         let inputs = modules.into_iter().map(|(_, p)| p).collect();
         let output = self.fatbin.clone();
-        planned("combine".into(), Stage::Combine, String::new(), inputs, &cmd, output)
+        planned(
+            "combine".into(),
+            Stage::Combine,
+            String::new(),
+            inputs,
+            &cmd,
+            output,
+        )
     }
 }
 

@@ -387,9 +387,8 @@ impl MergeJob {
         cache: &Cache,
         staging: &Path,
     ) -> Result<(), BuildError> {
-        let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(io(format!("reading {}", p.display())))
-        };
+        let read =
+            |p: &Path| std::fs::read_to_string(p).map_err(io(format!("reading {}", p.display())));
         let merged = merge_ptx_text(&read(&self.inputs[0])?, &read(&self.inputs[1])?);
         std::fs::write(staging, merged).map_err(io("writing the merged PTX"))?;
         let r = run_tool(

@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use kiln_pins::Pins;
 use kiln_toolchain::kernel_rustc;
 use kiln_toolchain::nvcc as toolkit;
 use kiln_toolchain::ToolchainError;
-use kiln_pins::Pins;
 
 use crate::env::Env;
 use crate::probe::{self, LibclangProbe, ProbeCommand};
@@ -308,8 +308,9 @@ pub fn kernel_rustc(env: &Env, pins: &Pins) -> Check {
             .with_fact("path", r.rustc.display().to_string())
             .with_fact("release", field("release:"))
         }
-        Err(e) => Check::fail(ID, Scope::Build, e.to_string())
-            .with_fix(kernel_rustc::install_hint(pins)),
+        Err(e) => {
+            Check::fail(ID, Scope::Build, e.to_string()).with_fix(kernel_rustc::install_hint(pins))
+        }
     }
 }
 

@@ -226,9 +226,7 @@ fn apt_install_kernel_rustc(pins: &Pins) -> Result<kernel_rustc::KernelRustc, To
     )
     .map_err(|e| ToolchainError::Install {
         component: "rust-kernel".into(),
-        message: format!(
-            "apt-get (run `apt-get update` first if the version is not found): {e}"
-        ),
+        message: format!("apt-get (run `apt-get update` first if the version is not found): {e}"),
     })?;
     kernel_rustc::locate(&|k: &str| std::env::var_os(k), pins)
 }

@@ -161,7 +161,6 @@ fn has_core_source(rustc: &Path) -> bool {
         .is_file()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,5 +172,4 @@ mod tests {
         assert_eq!(day_before("2024-03-01").unwrap(), "2024-02-29");
         assert_eq!(day_before("2026-01-01").unwrap(), "2025-12-31");
     }
-
 }

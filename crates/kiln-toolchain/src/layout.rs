@@ -108,7 +108,9 @@ impl Layout {
     pub fn env_script(&self) -> String {
         let cuda_home = self.cuda_home();
         let libclang = self.libclang_dir();
-        let mut s = String::from("# written by `kiln bootstrap` (kiln-toolchain); source it from a shell\n");
+        let mut s = String::from(
+            "# written by `kiln bootstrap` (kiln-toolchain); source it from a shell\n",
+        );
         s += &format!("export CUDA_HOME='{}'\n", cuda_home.display());
         s += &format!("export CUDA_PATH='{}'\n", cuda_home.display());
         s += &format!(
@@ -170,11 +172,11 @@ mod tests {
         );
         assert_eq!(Layout::per_user(&|_| None, &pins), None);
         // A project's matrix is not part of the toolchain: same directory.
-        let project = Pins::parse(
-            "[package]\nname = \"p\"\n[package.metadata.kiln]\narchs = [\"8.9\"]\n",
-            Path::new("p/Cargo.toml"),
-        )
-        .unwrap();
-        assert_eq!(toolchain_hash(&project), hash);
+        let project = |archs: &str| {
+            let text =
+                format!("[package]\nname = \"p\"\n[package.metadata.kiln]\narchs = {archs}\n");
+            toolchain_hash(&Pins::parse(&text, Path::new("p/Cargo.toml")).unwrap())
+        };
+        assert_eq!(project("[\"8.9\"]"), project("[\"9.0+PTX\"]"));
     }
 }

@@ -29,7 +29,11 @@ pub fn pins_with_archs(archs: &str) -> Pins {
 /// The real nvcc, or a test failure that says how to get it.
 pub fn real_nvcc() -> PathBuf {
     let env = |k: &str| std::env::var_os(k);
-    kiln_build::toolkit::locate(&env, &kiln_build::Pins::load(&repo_root().join("Cargo.toml")).unwrap()).unwrap_or_else(|e| {
+    kiln_build::toolkit::locate(
+        &env,
+        &kiln_build::Pins::load(&repo_root().join("Cargo.toml")).unwrap(),
+    )
+    .unwrap_or_else(|e| {
         panic!("these tests need the pinned nvcc: run `cargo xtask bootstrap` first\n{e}")
     })
 }

@@ -40,7 +40,10 @@ pub fn run(args: Args) -> i32 {
             return 2;
         }
     };
-    let layout = match (&args.prefix, Layout::per_user(&|k| std::env::var_os(k), &pins)) {
+    let layout = match (
+        &args.prefix,
+        Layout::per_user(&|k| std::env::var_os(k), &pins),
+    ) {
         (Some(p), _) => Layout::at(p.clone()),
         (None, Some(l)) => l,
         (None, None) => {
@@ -76,10 +79,7 @@ pub fn run(args: Args) -> i32 {
         for c in &installed.components {
             println!("  {:<9} {:<11} {}", c.action, c.name, c.what);
         }
-        println!(
-            "for a shell: source {}",
-            installed.env_file.display()
-        );
+        println!("for a shell: source {}", installed.env_file.display());
     }
     0
 }
