@@ -37,6 +37,9 @@ pub(crate) enum Counted {
     Compile,
     Link,
     Rust,
+    /// The Rust PTX appended to a `+PTX` target's linked PTX: a Rust kernel job in the
+    /// summary, but not a Rust compile (a C++ edit reruns it).
+    Merge,
 }
 
 /// What ran: each task's kind and outcome, in plan order.
@@ -57,8 +60,11 @@ impl Ran {
         summary.compile_jobs = summary.compiled + summary.cached;
         summary.linked = self.count(Counted::Link, false);
         summary.link_jobs = summary.linked + self.count(Counted::Link, true);
-        summary.rust_compiled = self.count(Counted::Rust, false);
-        summary.rust_jobs = summary.rust_compiled + self.count(Counted::Rust, true);
+        summary.rust_merged = self.count(Counted::Merge, false);
+        summary.rust_compiled = self.count(Counted::Rust, false) + summary.rust_merged;
+        summary.rust_jobs = summary.rust_compiled
+            + self.count(Counted::Rust, true)
+            + self.count(Counted::Merge, true);
     }
 }
 
@@ -169,7 +175,7 @@ fn rust_tasks<'a>(
             key: &j.key,
             ext: "ptx",
             cost: 0,
-            kind: Counted::Rust,
+            kind: Counted::Merge,
             make: Box::new(move |s| j.produce(tk, cache, s)),
         })
         .collect();
