@@ -54,6 +54,7 @@ impl Workspace {
         for c in [
             "kiln-kernel-params",
             "kiln-pins",
+            "kiln-toolchain",
             "kiln-build",
             "kiln-fatbin",
             "kiln-manifest",
@@ -161,6 +162,7 @@ fn noop_touch_and_edit_do_only_the_work_they_must() {
     )
     .unwrap();
     let (_, edited) = ws.build();
+    eprintln!("after the .cu edit: {edited:?}");
     assert_eq!(
         (edited.compiled, edited.cached),
         (targets, targets),
