@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A minimal external executor for `cargo xtask kernels --emit-plan` / `KernelBuild::plan`.
 
-Runs every `compile` job, then every `link` job, each into a scratch file renamed onto its
-`output` (the plan's cache directory), N at a time. A later kiln-build with that cache directory
-finds every job done and only combines the fatbin. Usage: run_plan.py PLAN.json [-j N]
+Runs the stages in order (compile — nvcc and the Rust crate's cargo —, assemble, link, merge,
+combine), each job into a scratch file renamed onto its `output`, N at a time. The combine job
+writes the fatbin itself; a later kiln-build with the plan's cache directory finds every job
+done and writes the same bytes. Usage: run_plan.py PLAN.json [-j N]
 """
 import argparse
 import json
@@ -13,12 +14,76 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 
+# The outer cargo's variables belong to its build, not to the Rust kernel job (as kiln-build).
+KEEP = ("CARGO_HOME", "CARGO_NET_OFFLINE")
+
+
+def job_env(job):
+    if not job.get("env"):
+        return None
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (
+            (k.startswith("CARGO_") and k not in KEEP)
+            or k.startswith("RUSTC")
+            or k in ("RUSTFLAGS", "RUSTDOCFLAGS", "TARGET", "HOST", "OUT_DIR")
+        )
+    }
+    env.update(job["env"])
+    return env
+
+
+def lines(text):
+    """Rust's str::lines: split on \\n, no last empty line, a trailing \\r dropped."""
+    parts = text.split("\n")
+    if parts and parts[-1] == "":
+        parts.pop()
+    return [p[:-1] if p.endswith("\r") else p for p in parts]
+
+
+def ptx_merge(cxx_path, rust_path, out):
+    """The builtin `ptx-merge` (kiln_build::rust::merge_ptx_text)."""
+    with open(cxx_path) as f:
+        cxx = f.read()
+    with open(rust_path) as f:
+        rust = f.read()
+    header = (".version", ".target", ".address_size")
+    body = "".join(
+        line + "\n" for line in lines(rust) if not line.lstrip().startswith(header)
+    )
+    text = (
+        cxx.rstrip()
+        + "\n\n// Rust kernels (kernels/rust, sm_80 PTX from the kernel rustc), appended by kiln-build\n"
+        + body
+    )
+    with open(out, "w") as f:
+        f.write(text)
+
+
+def swap(arg, out, tmp):
+    if arg == out:
+        return tmp
+    if arg.endswith("=" + out):
+        return arg[: -len(out)] + tmp
+    return arg
+
+
 def run(job):
     out = job["output"]
     tmp = f"{out}.runner.{os.getpid()}"
-    cmd = [tmp if a == out else a for a in job["command"]]
+    cmd = [swap(a, out, tmp) for a in job["command"]]
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    builtin = job.get("builtin")
+    if builtin == "ptx-merge":
+        ptx_merge(job["inputs"][0], job["inputs"][1], tmp)
+    elif builtin:
+        return f"{job['id']}: unknown builtin {builtin!r}"
+    r = subprocess.run(cmd, capture_output=True, text=True, env=job_env(job))
+    if builtin == "ptx-merge" and "-o" in cmd:
+        check = cmd[cmd.index("-o") + 1]
+        if os.path.exists(check):
+            os.remove(check)
     if r.returncode != 0 or not os.path.isfile(tmp):
         return f"{job['id']} failed ({r.returncode}):\n{r.stderr}"
     os.replace(tmp, out)
@@ -32,10 +97,10 @@ def main():
     a = ap.parse_args()
     with open(a.plan) as f:
         plan = json.load(f)
-    if plan.get("format") != 1:
+    if plan.get("format") != 2:
         sys.exit(f"unknown plan format {plan.get('format')!r}")
     ran = 0
-    for stage in ("compile", "link"):
+    for stage in ("compile", "assemble", "link", "merge", "combine"):
         jobs = [j for j in plan["jobs"] if j["stage"] == stage]
         with ThreadPoolExecutor(a.j) as pool:
             errors = [e for e in pool.map(run, jobs) if e]

@@ -1,20 +1,20 @@
-//! The orchestration: preflight, plan, compile, link, combine, describe.
+//! The build-script API ([`KernelBuild`]) and the orchestration: the plan, its stages run,
+//! the manifest described, the fatbin combined, the summary written.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use kiln_manifest::Manifest;
 use kiln_pins::{Pins, Target};
 
 use crate::cache::Cache;
-use crate::error::{io, BuildError};
-use crate::jobs::{CompileJob, LinkJob, Outcome};
-use crate::plan::{Plan, PlannedJob, Stage};
-use kiln_manifest::Manifest;
-
 use crate::derived_manifest;
-use crate::progress::{self, Summary};
-use crate::rust::{self, PtxasJob, RustCrate, RustPtxJob};
+use crate::error::{io, BuildError};
+use crate::execute::{self, Executor, Ran};
+use crate::plan::{source_name, BuildPlan, Plan, PlanInputs};
+use crate::progress::Summary;
+use crate::rust::{self, RustCrate};
 use crate::toolkit::{self, Toolkit};
 use crate::{abi, deps, fatbin, pool};
 
@@ -111,205 +111,153 @@ impl KernelBuild {
         self
     }
 
+    /// Builds the kernels: the plan ([`Self::build_plan`]), every job of it (cached ones are
+    /// not run), the manifest of what each target holds, the fatbin, the ABI and the summary.
     pub fn run(self) -> Result<BuildOutput, BuildError> {
         let started = Instant::now();
-        let include_dir = self.kernels_dir.join("include");
+        let plan = self.build_plan()?;
+        let exec = Executor {
+            client: &self.client,
+            progress: self.progress,
+        };
+        let mut ran = Ran::default();
+        for tasks in execute::stages(&plan, &self.client) {
+            exec.stage(&plan.cache, &tasks, &mut ran)?;
+        }
+        let mut manifest = self.describe(&plan)?;
+        fatbin::combine(&plan.toolkit, &plan.modules(), &plan.fatbin)?;
+        let abi = self.finish_manifest(&mut manifest)?;
+        let manifest_path = self.out_dir.join("kernels.manifest.json");
+        std::fs::write(&manifest_path, manifest.to_json()).map_err(io("writing the manifest"))?;
+        let summary = self.summarize(&plan, &ran, started)?;
+        Ok(BuildOutput {
+            fatbin: plan.fatbin,
+            manifest_path,
+            abi,
+            manifest,
+            summary,
+        })
+    }
+
+    /// Every job of the build, C++ and Rust, with its command, run nothing (see [`crate::plan`]).
+    pub fn plan(self) -> Result<Plan, BuildError> {
+        self.build_plan()?.to_plan()
+    }
+
+    /// The one plan: preflight (seconds, before any compile), the sources and the headers each
+    /// reads, the Rust crate and its rustc, then every job keyed.
+    pub fn build_plan(&self) -> Result<BuildPlan, BuildError> {
         if self.cargo {
             self.emit_rerun_directives();
         }
-
-        // Preflight: seconds, before any compile.
-        let nvcc = toolkit::locate(&*self.env, self.pins.root())?;
+        let nvcc = toolkit::locate(&*self.env, &self.pins)?;
         let tk = toolkit::preflight(&nvcc, &self.pins)?;
-        let sources = sources(&self.kernels_dir)?;
-        // The Rust kernel crate, if any: its rustc is checked before anything compiles too.
-        let rust_crate = RustCrate::discover(&self.kernels_dir)?;
-        let rustc = match &rust_crate {
-            Some(_) => Some(rust::locate(&*self.env, &self.pins)?),
-            None => None,
+        let rust = self.rust_crate()?;
+        let flags = flags(&self.kernels_dir.join("include"));
+        let cache = Cache::new(self.cache_dir.clone())?;
+        std::fs::create_dir_all(&self.out_dir)
+            .map_err(io(format!("creating {}", self.out_dir.display())))?;
+        let sources = self.scan_sources(&tk, &flags)?;
+        let plan = BuildPlan::new(PlanInputs {
+            toolkit: tk,
+            flags,
+            cache,
+            kernels_dir: &self.kernels_dir,
+            sources,
+            targets: self.pins.matrix.targets(),
+            rust,
+            fatbin: self.out_dir.join("kernels.fatbin"),
+        })?;
+        if let Some(r) = &plan.rust {
+            r.ptx.write_layout(&plan.cache)?;
+        }
+        Ok(plan)
+    }
+
+    /// The Rust kernel crate, if any, with its rustc (checked before anything compiles too).
+    fn rust_crate(&self) -> Result<Option<(RustCrate, rust::KernelRustc)>, BuildError> {
+        let Some(krate) = RustCrate::discover(&self.kernels_dir)? else {
+            return Ok(None);
         };
-        if let (true, Some(krate)) = (self.cargo, &rust_crate) {
+        let rustc = rust::locate(&*self.env, &self.pins)?;
+        if self.cargo {
             println!("cargo:rerun-if-env-changed=KILN_KERNEL_RUSTC");
             for f in &krate.files {
                 println!("cargo:rerun-if-changed={}", f.display());
             }
         }
-        let flags = flags(&include_dir);
-        let cache = Cache::new(self.cache_dir.clone())?;
-        std::fs::create_dir_all(&self.out_dir)
-            .map_err(io(format!("creating {}", self.out_dir.display())))?;
+        Ok(Some((krate, rustc)))
+    }
 
-        // Which project headers each source reads (part of its cache key).
+    /// `kernels/*.cu`, each with the project headers it reads (part of its cache key).
+    fn scan_sources(
+        &self,
+        tk: &Toolkit,
+        flags: &[String],
+    ) -> Result<Vec<(PathBuf, Vec<PathBuf>)>, BuildError> {
+        let sources = sources(&self.kernels_dir)?;
         let header_sets = pool::run(
             &sources,
             &self.client,
-            |s| deps::project_headers(&tk.nvcc, s, &flags, &self.kernels_dir),
+            |s| deps::project_headers(&tk.nvcc, s, flags, &self.kernels_dir),
             |_, _| {},
         );
-        let targets = self.pins.matrix.targets();
-        let mut compile_jobs = Vec::new();
-        for (source, headers) in sources.iter().zip(header_sets) {
+        let mut out = Vec::new();
+        for (source, headers) in sources.into_iter().zip(header_sets) {
             let headers = headers?;
             if self.cargo {
                 for h in &headers {
                     println!("cargo:rerun-if-changed={}", h.display());
                 }
             }
-            let name = source
-                .strip_prefix(&self.kernels_dir)
-                .unwrap_or(source)
-                .display()
-                .to_string();
-            for t in &targets {
-                compile_jobs.push(CompileJob::new(
-                    source,
-                    &name,
-                    headers.clone(),
-                    *t,
-                    &flags,
-                    &tk,
-                    &self.kernels_dir,
-                )?);
-            }
+            out.push((source, headers));
         }
+        Ok(out)
+    }
 
-        let rust_job = match (&rust_crate, &rustc) {
-            (Some(krate), Some(rc)) => Some(RustPtxJob::new(krate.clone(), rc, &self.kernels_dir)?),
-            _ => None,
-        };
-        // The Rust crate compiles while the nvcc jobs do (it takes a jobserver token too).
-        let (compiled, rust_ptx) = std::thread::scope(|s| {
-            let rust = s.spawn(|| {
-                let (Some(job), Some(rc)) = (&rust_job, &rustc) else {
-                    return Ok(None);
-                };
-                let r = pool::run(
-                    std::slice::from_ref(job),
-                    &self.client,
-                    |j| j.run(rc, &cache, &self.client),
-                    |_, r| {
-                        if let (true, Ok(o)) = (self.progress, r) {
-                            if !o.cached {
-                                progress::job_line(
-                                    1,
-                                    1,
-                                    "compiled",
-                                    rust::CRATE_DIR,
-                                    rust::PTX_CPU,
-                                    o.elapsed,
-                                );
-                            }
-                        }
-                    },
-                );
-                r.into_iter().next().expect("one job").map(Some)
-            });
-            let compiled = self.run_compiles(&tk, &flags, &cache, &compile_jobs);
-            (
-                compiled,
-                rust.join().expect("the Rust kernel job does not panic"),
-            )
-        });
-        let (compiled, rust_ptx) = (compiled?, rust_ptx?);
-        let mut rust_outcomes: Vec<Outcome> = rust_ptx.iter().cloned().collect();
-        let ptxas_jobs: Vec<PtxasJob> = match &rust_ptx {
-            Some(ptx) => targets
-                .iter()
-                .filter(|t| t.kind == kiln_pins::TargetKind::Sass)
-                .map(|t| PtxasJob::new(*t, &ptx.output, &tk))
-                .collect::<Result<_, _>>()?,
-            None => Vec::new(),
-        };
-        let ptxas_done = first_error(pool::run(
-            &ptxas_jobs,
-            &self.client,
-            |j| j.run(&tk, &cache),
-            |j, r| {
-                if let (true, Ok(o)) = (self.progress, r) {
-                    if !o.cached {
-                        progress::job_line(1, 1, "ptxas", "rust", &j.target.name(), o.elapsed);
-                    }
-                }
-            },
-        ))?;
-        let link_jobs: Vec<LinkJob> = targets
-            .iter()
-            .map(|t| {
-                let rust_objects = ptxas_jobs
-                    .iter()
-                    .zip(&ptxas_done)
-                    .filter(|(j, _)| j.target == *t)
-                    .map(|(j, o)| (j.key.clone(), o.output.clone()));
-                let inputs = compile_jobs
-                    .iter()
-                    .zip(&compiled)
-                    .filter(|(j, _)| j.target == *t)
-                    .map(|(j, o)| (j.key.clone(), o.output.clone()))
-                    .chain(rust_objects)
-                    .collect();
-                LinkJob::new(*t, inputs, &tk)
-            })
+    /// What each target's module really holds, the kernels' languages; a kernel missing for
+    /// any target fails here, before the fatbin is written.
+    fn describe(&self, plan: &BuildPlan) -> Result<Manifest, BuildError> {
+        let names = (plan.sources.iter())
+            .map(|s| source_name(s, &self.kernels_dir))
             .collect();
-        let mut linked = self.run_links(&tk, &cache, &link_jobs)?;
-        rust_outcomes.extend(ptxas_done);
-        // A +PTX target's module is PTX: the Rust PTX is appended to the linked C++ PTX.
-        if let Some(ptx) = &rust_ptx {
-            for (job, out) in link_jobs.iter().zip(linked.iter_mut()) {
-                if job.target.kind == kiln_pins::TargetKind::Ptx {
-                    let merged =
-                        rust::merge_ptx(&tk, &cache, job.target, &out.output, &ptx.output)?;
-                    out.output = merged.output.clone();
-                    rust_outcomes.push(merged);
-                }
-            }
-        }
-
-        // What each linked output really holds.
-        let names = sources
-            .iter()
-            .map(|s| {
-                s.strip_prefix(&self.kernels_dir)
-                    .unwrap_or(s)
-                    .display()
-                    .to_string()
-            })
-            .collect();
+        let recorded = flags_for_manifest(&plan.flags);
         let mut manifest =
-            derived_manifest::new(&self.pins, &tk.version, &flags_for_manifest(&flags), names);
-        for (job, out) in link_jobs.iter().zip(&linked) {
-            derived_manifest::add_output(&mut manifest, job.target, &out.output)?;
+            derived_manifest::new(&self.pins, &plan.toolkit.version, &recorded, names);
+        for (target, module) in plan.modules() {
+            derived_manifest::add_output(&mut manifest, target, &module)?;
         }
-        let (rust_kernels, rustc_vv) = match (&rust_ptx, &rustc) {
-            (Some(ptx), Some(rc)) => (rust::kernels(&ptx.output)?, rc.version_verbose.clone()),
-            _ => (Vec::new(), String::new()),
+        let (rust_kernels, rustc_vv) = match &plan.rust {
+            Some(r) => {
+                let ptx = plan.cache.path(&r.ptx.key, rust::RUST_PTX_EXT);
+                (rust::kernels(&ptx)?, r.rustc.version_verbose.clone())
+            }
+            None => (Vec::new(), String::new()),
         };
         derived_manifest::record_languages(&mut manifest, &rust_kernels, &rustc_vv);
         let gaps = manifest.gaps();
-        if !gaps.is_empty() {
-            let list: Vec<String> = gaps
-                .iter()
-                .map(|(t, k)| format!("{k} missing for {t}"))
-                .collect();
-            return Err(BuildError::BadOutput {
-                source_file: self.kernels_dir.clone(),
-                output: "fatbin".into(),
-                message: format!(
-                    "not every kernel was built for every target: {}",
-                    list.join("; ")
-                ),
-            });
+        if gaps.is_empty() {
+            return Ok(manifest);
         }
-
-        let fatbin_path = self.out_dir.join("kernels.fatbin");
-        let pairs: Vec<(LinkJob, PathBuf)> = link_jobs
-            .iter()
-            .cloned()
-            .zip(linked.iter().map(|o| o.output.clone()))
+        let list: Vec<String> = (gaps.iter())
+            .map(|(t, k)| format!("{k} missing for {t}"))
             .collect();
-        fatbin::combine(&tk, &pairs, &fatbin_path)?;
+        Err(BuildError::BadOutput {
+            source_file: self.kernels_dir.clone(),
+            output: "fatbin".into(),
+            message: format!(
+                "not every kernel was built for every target: {}",
+                list.join("; ")
+            ),
+        })
+    }
+
+    /// The ABI (bindgen, when on; it reports clang's version) and the provenance.
+    fn finish_manifest(&self, manifest: &mut Manifest) -> Result<Option<PathBuf>, BuildError> {
         let abi = if self.bindgen {
             let out = self.out_dir.join("kiln_abi.rs");
-            manifest.provenance.clang = abi::generate(&self.pins, &include_dir, &out)?;
+            let include = self.kernels_dir.join("include");
+            manifest.provenance.clang = abi::generate(&self.pins, &include, &out)?;
             Some(out)
         } else {
             None
@@ -317,24 +265,26 @@ impl KernelBuild {
         let clang = std::mem::take(&mut manifest.provenance.clang);
         manifest.provenance = crate::provenance::collect(self.pins.root(), &*self.env, self.cargo);
         manifest.provenance.clang = clang;
-        let manifest_path = self.out_dir.join("kernels.manifest.json");
-        std::fs::write(&manifest_path, manifest.to_json()).map_err(io("writing the manifest"))?;
+        Ok(abi)
+    }
 
-        let summary = Summary {
-            sources: sources.len(),
-            targets: targets.iter().map(Target::name).collect(),
-            compile_jobs: compile_jobs.len(),
-            compiled: compiled.iter().filter(|o| !o.cached).count(),
-            cached: compiled.iter().filter(|o| o.cached).count(),
-            link_jobs: link_jobs.len(),
-            linked: linked.iter().filter(|o| !o.cached).count(),
-            rust_jobs: rust_outcomes.len(),
-            rust_compiled: rust_outcomes.iter().filter(|o| !o.cached).count(),
+    /// The counts, written to `kernels.summary.json` and printed once.
+    fn summarize(
+        &self,
+        plan: &BuildPlan,
+        ran: &Ran,
+        started: Instant,
+    ) -> Result<Summary, BuildError> {
+        let mut summary = Summary {
+            sources: plan.sources.len(),
+            targets: plan.targets.iter().map(Target::name).collect(),
             wall_seconds: started.elapsed().as_secs_f64(),
-            fatbin_bytes: std::fs::metadata(&fatbin_path)
+            fatbin_bytes: std::fs::metadata(&plan.fatbin)
                 .map(|m| m.len())
                 .unwrap_or(0),
+            ..Summary::default()
         };
+        ran.summarize(&mut summary);
         std::fs::write(
             self.out_dir.join("kernels.summary.json"),
             serde_json::to_string_pretty(&summary).unwrap(),
@@ -346,150 +296,7 @@ impl KernelBuild {
         if self.cargo {
             println!("cargo:warning={summary}");
         }
-        Ok(BuildOutput {
-            fatbin: fatbin_path,
-            manifest_path,
-            abi,
-            manifest,
-            summary,
-        })
-    }
-
-    /// The compile and link jobs of a build, not run (see [`crate::plan`]). Covers the CUDA C++
-    /// sources; a `kernels/rust` crate is refused (its cargo + ptxas jobs are not planned yet).
-    pub fn plan(self) -> Result<Plan, BuildError> {
-        let include_dir = self.kernels_dir.join("include");
-        let nvcc = toolkit::locate(&*self.env, self.pins.root())?;
-        let tk = toolkit::preflight(&nvcc, &self.pins)?;
-        if RustCrate::discover(&self.kernels_dir)?.is_some() {
-            return Err(BuildError::Env(format!(
-                "{}: a Rust kernel crate is present; --emit-plan covers CUDA C++ sources only",
-                self.kernels_dir.join(rust::CRATE_DIR).display()
-            )));
-        }
-        let sources = sources(&self.kernels_dir)?;
-        let flags = flags(&include_dir);
-        let cache = Cache::new(self.cache_dir.clone())?;
-        let targets = self.pins.matrix.targets();
-        let mut jobs = Vec::new();
-        let mut compiled: Vec<(Target, String, PathBuf)> = Vec::new();
-        for source in &sources {
-            let headers = deps::project_headers(&tk.nvcc, source, &flags, &self.kernels_dir)?;
-            let name = source_name(source, &self.kernels_dir);
-            for t in &targets {
-                let j = CompileJob::new(
-                    source,
-                    &name,
-                    headers.clone(),
-                    *t,
-                    &flags,
-                    &tk,
-                    &self.kernels_dir,
-                )?;
-                let output = cache.path(&j.key, j.ext());
-                let mut command = vec![tk.nvcc.display().to_string()];
-                command.extend(j.args(&flags, &output));
-                jobs.push(PlannedJob {
-                    id: format!("compile:{name}:{}", t.name()),
-                    stage: Stage::Compile,
-                    target: t.name(),
-                    inputs: std::iter::once(source.clone())
-                        .chain(headers.iter().cloned())
-                        .collect(),
-                    command,
-                    output: output.clone(),
-                });
-                compiled.push((*t, j.key, output));
-            }
-        }
-        for t in &targets {
-            let inputs: Vec<(String, PathBuf)> = compiled
-                .iter()
-                .filter(|(ct, _, _)| ct == t)
-                .map(|(_, k, p)| (k.clone(), p.clone()))
-                .collect();
-            let link = LinkJob::new(*t, inputs, &tk);
-            let output = cache.path(&link.key, link.ext());
-            jobs.push(PlannedJob {
-                id: format!("link:{}", t.name()),
-                stage: Stage::Link,
-                target: t.name(),
-                inputs: link.inputs.clone(),
-                command: crate::plan::argv(&link.command(&tk, &cache, &output)?),
-                output,
-            });
-        }
-        Ok(Plan {
-            format: 1,
-            cache_dir: self.cache_dir.clone(),
-            jobs,
-        })
-    }
-
-    fn run_compiles(
-        &self,
-        tk: &Toolkit,
-        flags: &[String],
-        cache: &Cache,
-        jobs: &[CompileJob],
-    ) -> Result<Vec<Outcome>, BuildError> {
-        let total = jobs.len();
-        let finished = std::sync::atomic::AtomicUsize::new(0);
-        // Expected cost: the bytes the front end reads (source + project headers).
-        let bytes = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-        let results = pool::run_costliest_first(
-            jobs,
-            &self.client,
-            |j| bytes(&j.source) + j.headers.iter().map(|h| bytes(h)).sum::<u64>(),
-            |j| j.run(tk, flags, cache),
-            |j, r| {
-                let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                if let (true, Ok(o)) = (self.progress, r) {
-                    if !o.cached {
-                        progress::job_line(
-                            n,
-                            total,
-                            "compiled",
-                            &j.name,
-                            &j.target.name(),
-                            o.elapsed,
-                        );
-                    }
-                }
-            },
-        );
-        first_error(results)
-    }
-
-    fn run_links(
-        &self,
-        tk: &Toolkit,
-        cache: &Cache,
-        jobs: &[LinkJob],
-    ) -> Result<Vec<Outcome>, BuildError> {
-        let total = jobs.len();
-        let finished = std::sync::atomic::AtomicUsize::new(0);
-        let results = pool::run(
-            jobs,
-            &self.client,
-            |j| j.run(tk, cache),
-            |j, r| {
-                let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                if let (true, Ok(o)) = (self.progress, r) {
-                    if !o.cached {
-                        progress::job_line(
-                            n,
-                            total,
-                            "linked",
-                            "nvlink",
-                            &j.target.name(),
-                            o.elapsed,
-                        );
-                    }
-                }
-            },
-        );
-        first_error(results)
+        Ok(summary)
     }
 
     fn emit_rerun_directives(&self) {
@@ -514,33 +321,6 @@ impl KernelBuild {
                 println!("cargo:rerun-if-changed={}", h.display());
             }
         }
-    }
-}
-
-/// Every failing job's error, not only the first: a syntax error in two files shows both.
-fn first_error(results: Vec<Result<Outcome, BuildError>>) -> Result<Vec<Outcome>, BuildError> {
-    let mut errors: Vec<String> = Vec::new();
-    let mut ok = Vec::new();
-    let mut first = None;
-    for r in results {
-        match r {
-            Ok(o) => ok.push(o),
-            Err(e) => {
-                let text = e.to_string();
-                if !errors.contains(&text) {
-                    errors.push(text);
-                }
-                first.get_or_insert(e);
-            }
-        }
-    }
-    match first {
-        None => Ok(ok),
-        Some(e) if errors.len() == 1 => Err(e),
-        Some(_) => Err(BuildError::Tool {
-            tool: "nvcc".into(),
-            message: errors.join("\n\n"),
-        }),
     }
 }
 
@@ -596,14 +376,6 @@ fn shared_cache_dir(out_dir: &Path, triple: Option<&std::ffi::OsStr>) -> PathBuf
         }
         _ => out_dir.join("kernel-cache"),
     }
-}
-
-fn source_name(source: &Path, kernels_dir: &Path) -> String {
-    source
-        .strip_prefix(kernels_dir)
-        .unwrap_or(source)
-        .display()
-        .to_string()
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! no-op rebuild compiles nothing and an edit recompiles only the jobs that read the edit.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -66,6 +67,45 @@ impl Cache {
         std::fs::rename(staging, &dest).map_err(io(format!("storing {}", dest.display())))?;
         Ok(dest)
     }
+
+    /// The one cache-hit prologue every job shares: `<key>.<ext>` when it exists, else `make`
+    /// writes the staging path, which is then committed under the key. A failed `make` leaves
+    /// no staging file behind.
+    pub fn produce(
+        &self,
+        key: &str,
+        ext: &str,
+        make: impl FnOnce(&Path) -> Result<(), BuildError>,
+    ) -> Result<Outcome, BuildError> {
+        let started = Instant::now();
+        let dest = self.path(key, ext);
+        if dest.is_file() {
+            return Ok(Outcome {
+                output: dest,
+                cached: true,
+                elapsed: started.elapsed(),
+            });
+        }
+        let staging = self.staging(key, ext);
+        if let Err(e) = make(&staging) {
+            let _ = std::fs::remove_file(&staging);
+            return Err(e);
+        }
+        let output = self.commit(&staging, key, ext)?;
+        Ok(Outcome {
+            output,
+            cached: false,
+            elapsed: started.elapsed(),
+        })
+    }
+}
+
+/// What happened to one job.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub output: PathBuf,
+    pub cached: bool,
+    pub elapsed: Duration,
 }
 
 #[cfg(test)]

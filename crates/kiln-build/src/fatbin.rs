@@ -4,42 +4,33 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kiln_pins::TargetKind;
+use kiln_pins::{Target, TargetKind};
 
 use crate::error::BuildError;
-use crate::jobs::LinkJob;
 use crate::toolkit::Toolkit;
 
-pub fn combine(
-    toolkit: &Toolkit,
-    linked: &[(LinkJob, PathBuf)],
-    out: &Path,
-) -> Result<(), BuildError> {
+/// The `fatbinary` command combining each target's module into `out`.
+pub fn command(toolkit: &Toolkit, modules: &[(Target, PathBuf)], out: &Path) -> Command {
     let mut cmd = Command::new(&toolkit.fatbinary);
     cmd.arg(format!("--create={}", out.display())).arg("-64");
-    for (job, file) in linked {
-        let kind = match job.target.kind {
+    for (target, file) in modules {
+        let kind = match target.kind {
             TargetKind::Sass => "elf",
             TargetKind::Ptx => "ptx",
         };
         cmd.arg(format!(
             "--image3=kind={kind},sm={},file={}",
-            job.target.arch.short(),
+            target.arch.short(),
             file.display()
         ));
     }
-    let output = cmd.output().map_err(|e| BuildError::Tool {
-        tool: toolkit.fatbinary.display().to_string(),
-        message: e.to_string(),
-    })?;
-    if !output.status.success() {
-        return Err(BuildError::Tool {
-            tool: "fatbinary".into(),
-            message: format!(
-                "{}\n  command: {cmd:?}",
-                String::from_utf8_lossy(&output.stderr).trim_end()
-            ),
-        });
-    }
-    Ok(())
+    cmd
+}
+
+pub fn combine(
+    toolkit: &Toolkit,
+    modules: &[(Target, PathBuf)],
+    out: &Path,
+) -> Result<(), BuildError> {
+    crate::plan::run_tool(&mut command(toolkit, modules, out), "fatbinary")
 }

@@ -7,10 +7,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use kiln_pins::{Target, TargetKind};
 
+pub use crate::cache::Outcome;
 use crate::cache::{Cache, KeyBuilder};
 use crate::error::{io, BuildError};
 use crate::toolkit::Toolkit;
@@ -30,14 +30,6 @@ pub struct LinkJob {
     pub target: Target,
     pub inputs: Vec<PathBuf>,
     pub key: String,
-}
-
-/// What happened to one job.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub output: PathBuf,
-    pub cached: bool,
-    pub elapsed: Duration,
 }
 
 /// The flags as the cache key sees them: an include directory inside the kernels directory is
@@ -112,49 +104,41 @@ impl CompileJob {
         args
     }
 
-    pub fn run(
+    /// The nvcc command writing this job's output to `output`.
+    pub fn command(&self, toolkit: &Toolkit, flags: &[String], output: &Path) -> Command {
+        let mut cmd = Command::new(&toolkit.nvcc);
+        cmd.args(self.args(flags, output));
+        cmd
+    }
+
+    /// Runs nvcc, writing `staging`; a failure carries nvcc's diagnostics and the command.
+    pub fn produce(
         &self,
         toolkit: &Toolkit,
         flags: &[String],
-        cache: &Cache,
-    ) -> Result<Outcome, BuildError> {
-        let started = Instant::now();
-        let dest = cache.path(&self.key, self.ext());
-        if dest.is_file() {
-            return Ok(Outcome {
-                output: dest,
-                cached: true,
-                elapsed: started.elapsed(),
-            });
-        }
-        let staging = cache.staging(&self.key, self.ext());
-        let args = self.args(flags, &staging);
-        let out = Command::new(&toolkit.nvcc)
-            .args(&args)
+        staging: &Path,
+    ) -> Result<(), BuildError> {
+        let args = self.args(flags, staging);
+        let out = self
+            .command(toolkit, flags, staging)
             .output()
             .map_err(|e| BuildError::Tool {
                 tool: toolkit.nvcc.display().to_string(),
                 message: e.to_string(),
             })?;
-        if !out.status.success() {
-            let _ = std::fs::remove_file(&staging);
-            let mut diagnostics = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            if !stdout.trim().is_empty() {
-                diagnostics = format!("{}\n{diagnostics}", stdout.trim_end());
-            }
-            return Err(BuildError::Compile {
-                source_file: self.source.clone(),
-                target: self.target.name(),
-                diagnostics,
-                command: format!("{} {}", toolkit.nvcc.display(), args.join(" ")),
-            });
+        if out.status.success() {
+            return Ok(());
         }
-        let output = cache.commit(&staging, &self.key, self.ext())?;
-        Ok(Outcome {
-            output,
-            cached: false,
-            elapsed: started.elapsed(),
+        let mut diagnostics = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !stdout.trim().is_empty() {
+            diagnostics = format!("{}\n{diagnostics}", stdout.trim_end());
+        }
+        Err(BuildError::Compile {
+            source_file: self.source.clone(),
+            target: self.target.name(),
+            diagnostics,
+            command: format!("{} {}", toolkit.nvcc.display(), args.join(" ")),
         })
     }
 }
@@ -204,38 +188,15 @@ impl LinkJob {
         Ok(cmd)
     }
 
-    pub fn run(&self, toolkit: &Toolkit, cache: &Cache) -> Result<Outcome, BuildError> {
-        let started = Instant::now();
-        let dest = cache.path(&self.key, self.ext());
-        if dest.is_file() {
-            return Ok(Outcome {
-                output: dest,
-                cached: true,
-                elapsed: started.elapsed(),
-            });
-        }
-        let staging = cache.staging(&self.key, self.ext());
-        let mut cmd = self.command(toolkit, cache, &staging)?;
-        let out = cmd.output().map_err(|e| BuildError::Tool {
-            tool: toolkit.nvlink.display().to_string(),
-            message: e.to_string(),
-        })?;
-        if !out.status.success() {
-            let _ = std::fs::remove_file(&staging);
-            return Err(BuildError::Tool {
-                tool: format!("nvlink for {}", self.target),
-                message: format!(
-                    "{}\n  command: {cmd:?}",
-                    String::from_utf8_lossy(&out.stderr).trim_end()
-                ),
-            });
-        }
-        let output = cache.commit(&staging, &self.key, self.ext())?;
-        Ok(Outcome {
-            output,
-            cached: false,
-            elapsed: started.elapsed(),
-        })
+    /// Runs nvlink, writing `staging`.
+    pub fn produce(
+        &self,
+        toolkit: &Toolkit,
+        cache: &Cache,
+        staging: &Path,
+    ) -> Result<(), BuildError> {
+        let mut cmd = self.command(toolkit, cache, staging)?;
+        crate::plan::run_tool(&mut cmd, &format!("nvlink for {}", self.target))
     }
 }
 

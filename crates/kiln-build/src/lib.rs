@@ -55,10 +55,11 @@
 //!
 //! nvcc must be the pinned release (`nvcc --version`, checked in seconds before anything
 //! compiles). It is found through `KILN_NVCC`, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `PATH`,
-//! then the project's `.toolchain/`: in `nix develop` of kiln's flake (or a flake using its
-//! `overlays.default`) it is on `PATH`; without Nix, run `cargo xtask bootstrap` in a kiln
-//! checkout and `source /path/to/kiln/.toolchain/env` (it sets `CUDA_HOME`, `PATH`,
-//! `LIBCLANG_PATH` and `BINDGEN_EXTRA_CLANG_ARGS` for bindgen's pinned libclang).
+//! then the project's `.toolchain/` and the per-user install of `kiln bootstrap` (all in
+//! [`kiln_toolchain`]): in `nix develop` of kiln's flake (or a flake using its
+//! `overlays.default`) it is on `PATH`; without Nix, run `kiln bootstrap` in your project and
+//! `source "$(kiln bootstrap --env-file)"` (it sets `CUDA_HOME`, `PATH`, `LIBCLANG_PATH` and
+//! `BINDGEN_EXTRA_CLANG_ARGS` for bindgen's pinned libclang).
 //!
 //! # Stability
 //!
@@ -90,9 +91,11 @@ pub mod pool;
 pub mod progress;
 pub mod provenance;
 pub mod rust;
-pub mod toolkit;
+/// nvcc located and preflighted: [`kiln_toolchain::nvcc`], re-exported.
+pub use kiln_toolchain::nvcc as toolkit;
 
 mod build;
+mod execute;
 
 pub use build::{BuildOutput, KernelBuild};
 pub use error::BuildError;

@@ -1,35 +1,77 @@
-//! The build as data: every compile and link job with its inputs, exact command and output, so
-//! an executor other than kiln-build (a CI matrix, a build farm) can run them.
+//! The build as data: every job of a kernel build — nvcc compiles per (source, target), the Rust
+//! kernel crate's PTX, `ptxas` per SASS target, `nvlink` per target, the Rust PTX appended to a
+//! `+PTX` target's module, and the `fatbinary` combine — built once ([`BuildPlan::new`]), run by
+//! [`crate::KernelBuild::run`] and printed by [`crate::KernelBuild::plan`] (`--emit-plan`), so an
+//! executor other than kiln-build (a CI matrix, a build farm) can run the same jobs.
 //!
-//! Outputs are named by their content-hash cache key: an executor that runs the jobs and puts
-//! each output at its path (or copies it into the cache directory of a later kiln-build) hands
-//! the work back — kiln-build then finds every job cached, compiles nothing, and combines the
-//! same bytes into the same fatbin.
+//! Outputs are named by their cache key, which is known before anything runs (a job's key is
+//! built from its inputs' keys): an executor that runs the jobs and puts each output at its path
+//! hands the work back — kiln-build then finds every job cached, compiles nothing, and combines
+//! the same bytes into the same fatbin.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use kiln_pins::{Target, TargetKind};
 use serde::{Deserialize, Serialize};
 
-/// Which step a job belongs to; every `Link` job's inputs are `Compile` outputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+use crate::cache::Cache;
+use crate::error::BuildError;
+use crate::jobs::{CompileJob, LinkJob};
+use crate::rust::{self, KernelRustc, MergeJob, PtxasJob, RustPtxJob};
+use crate::toolkit::Toolkit;
+
+/// Which step a job belongs to, in run order; the jobs of one stage are independent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
+    /// nvcc per (source, target), and the Rust crate's one PTX.
     Compile,
+    /// `ptxas -c` of the Rust PTX per SASS target.
+    Assemble,
+    /// nvlink per target.
     Link,
+    /// The Rust PTX appended to a `+PTX` target's linked PTX (builtin `ptx-merge`).
+    Merge,
+    /// `fatbinary --image3` of every target's module.
+    Combine,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 5] = [
+        Stage::Compile,
+        Stage::Assemble,
+        Stage::Link,
+        Stage::Merge,
+        Stage::Combine,
+    ];
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlannedJob {
-    /// `compile:<source>:<target>` or `link:<target>`.
+    /// `compile:<source>:<target>`, `rust:ptx`, `ptxas:<target>`, `link:<target>`,
+    /// `merge:<target>` or `combine`.
     pub id: String,
     pub stage: Stage,
+    /// The target ("sm_80" …); the PTX's CPU for `rust:ptx`; empty for `combine`.
     pub target: String,
-    /// Files the command reads (source and project headers, or the objects it links).
+    /// Files the command reads (sources and headers, the objects it links, …).
     pub inputs: Vec<PathBuf>,
-    /// argv, program first.
+    /// argv, program first. For `builtin: ptx-merge` it is the check run on the output after
+    /// the builtin wrote it.
     pub command: Vec<String>,
-    /// Where the command writes; the file name is `<cache key>.<ext>`.
+    /// Variables the command runs with (the Rust job's). An executor also drops the outer
+    /// cargo's CARGO_* (but CARGO_HOME, CARGO_NET_OFFLINE), RUSTC*, RUSTFLAGS, RUSTDOCFLAGS,
+    /// TARGET, HOST and OUT_DIR, as kiln-build does.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// `ptx-merge`: write `output` = `inputs[0]` with trailing whitespace trimmed, a blank
+    /// line, the comment line kiln-build writes, then every line of `inputs[1]` but its
+    /// `.version`/`.target`/`.address_size` lines ([`rust::merge_ptx_text`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<String>,
+    /// Where the command writes; inside the cache its file name is `<cache key>.<ext>`.
     pub output: PathBuf,
 }
 
@@ -38,7 +80,7 @@ pub struct Plan {
     pub format: u32,
     /// The cache directory the outputs belong in (`KernelBuild::cache_dir` of the final build).
     pub cache_dir: PathBuf,
-    /// Run every `compile` job, then every `link` job; jobs of one stage are independent.
+    /// Every job, stage by stage ([`Stage`]); run the stages in order.
     pub jobs: Vec<PlannedJob>,
 }
 
@@ -48,9 +90,273 @@ impl Plan {
     }
 }
 
+/// The Rust kernel crate's jobs.
+#[derive(Debug, Clone)]
+pub struct RustJobs {
+    pub rustc: KernelRustc,
+    pub ptx: RustPtxJob,
+    pub ptxas: Vec<PtxasJob>,
+    pub merges: Vec<MergeJob>,
+}
+
+/// One build's jobs, typed: what `run` executes and `plan` prints.
+#[derive(Debug, Clone)]
+pub struct BuildPlan {
+    pub toolkit: Toolkit,
+    pub flags: Vec<String>,
+    pub cache: Cache,
+    pub sources: Vec<PathBuf>,
+    pub targets: Vec<Target>,
+    pub compiles: Vec<CompileJob>,
+    pub rust: Option<RustJobs>,
+    pub links: Vec<LinkJob>,
+    pub fatbin: PathBuf,
+}
+
+/// What [`BuildPlan::new`] is built from: the located tools, the scanned sources.
+pub struct PlanInputs<'a> {
+    pub toolkit: Toolkit,
+    pub flags: Vec<String>,
+    pub cache: Cache,
+    pub kernels_dir: &'a Path,
+    /// Each source with the project headers it reads.
+    pub sources: Vec<(PathBuf, Vec<PathBuf>)>,
+    pub targets: Vec<Target>,
+    pub rust: Option<(rust::RustCrate, KernelRustc)>,
+    pub fatbin: PathBuf,
+}
+
+impl BuildPlan {
+    pub fn new(mut i: PlanInputs<'_>) -> Result<BuildPlan, BuildError> {
+        let mut compiles = Vec::new();
+        for (source, headers) in &i.sources {
+            let name = source_name(source, i.kernels_dir);
+            for t in &i.targets {
+                compiles.push(CompileJob::new(
+                    source,
+                    &name,
+                    headers.clone(),
+                    *t,
+                    &i.flags,
+                    &i.toolkit,
+                    i.kernels_dir,
+                )?);
+            }
+        }
+        let rust = match i.rust.take() {
+            Some((krate, rustc)) => {
+                let ptx = RustPtxJob::new(krate, &rustc, i.kernels_dir)?;
+                let ptxas = (i.targets.iter())
+                    .filter(|t| t.kind == TargetKind::Sass)
+                    .map(|t| PtxasJob::new(*t, &ptx, &i.cache, &i.toolkit))
+                    .collect();
+                Some(RustJobs {
+                    rustc,
+                    ptx,
+                    ptxas,
+                    merges: Vec::new(),
+                })
+            }
+            None => None,
+        };
+        let links = link_jobs(&i, &compiles, rust.as_ref());
+        let mut plan = BuildPlan {
+            toolkit: i.toolkit,
+            flags: i.flags,
+            cache: i.cache,
+            sources: i.sources.into_iter().map(|(s, _)| s).collect(),
+            targets: i.targets,
+            compiles,
+            rust,
+            links,
+            fatbin: i.fatbin,
+        };
+        if let Some(r) = plan.rust.as_mut() {
+            r.merges = (plan.links.iter())
+                .filter(|l| l.target.kind == TargetKind::Ptx)
+                .map(|l| MergeJob::new(l, &r.ptx, &plan.cache, &plan.toolkit))
+                .collect();
+        }
+        Ok(plan)
+    }
+
+    /// Each target's final module: the merged PTX where the Rust PTX is appended, else the
+    /// linked output.
+    pub fn modules(&self) -> Vec<(Target, PathBuf)> {
+        let merges = self.rust.iter().flat_map(|r| &r.merges);
+        (self.links.iter())
+            .map(|l| match merges.clone().find(|m| m.target == l.target) {
+                Some(m) => (l.target, self.cache.path(&m.key, "ptx")),
+                None => (l.target, self.cache.path(&l.key, l.ext())),
+            })
+            .collect()
+    }
+
+    /// The plan as data, every job with its exact command.
+    pub fn to_plan(&self) -> Result<Plan, BuildError> {
+        let mut jobs: Vec<PlannedJob> = self.compiles.iter().map(|j| self.compile(j)).collect();
+        if let Some(r) = &self.rust {
+            jobs.push(self.rust_ptx(r));
+            jobs.extend(r.ptxas.iter().map(|j| self.ptxas(j)));
+        }
+        for l in &self.links {
+            jobs.push(self.link(l)?);
+        }
+        for (r, m) in self
+            .rust
+            .iter()
+            .flat_map(|r| r.merges.iter().map(move |m| (r, m)))
+        {
+            jobs.push(self.merge(r, m));
+        }
+        jobs.push(self.combine());
+        Ok(Plan {
+            format: 2,
+            cache_dir: self.cache.dir.clone(),
+            jobs,
+        })
+    }
+
+    fn compile(&self, j: &CompileJob) -> PlannedJob {
+        let output = self.cache.path(&j.key, j.ext());
+        let cmd = j.command(&self.toolkit, &self.flags, &output);
+        let inputs = std::iter::once(j.source.clone())
+            .chain(j.headers.iter().cloned())
+            .collect();
+        let id = format!("compile:{}:{}", j.name, j.target.name());
+        planned(id, Stage::Compile, j.target.name(), inputs, &cmd, output)
+    }
+
+    fn rust_ptx(&self, r: &RustJobs) -> PlannedJob {
+        let output = self.cache.path(&r.ptx.key, rust::RUST_PTX_EXT);
+        let cmd = r.ptx.command(&r.rustc, &self.cache, &output);
+        let mut inputs = r.ptx.krate.files.clone();
+        inputs.push(r.ptx.layout_file(&self.cache));
+        let (id, target) = ("rust:ptx".into(), rust::PTX_CPU.into());
+        planned(id, Stage::Compile, target, inputs, &cmd, output)
+    }
+
+    fn ptxas(&self, j: &PtxasJob) -> PlannedJob {
+        let output = self.cache.path(&j.key, "rs.o");
+        let cmd = j.command(&self.toolkit, &output);
+        let id = format!("ptxas:{}", j.target.name());
+        let inputs = vec![j.ptx.clone()];
+        planned(id, Stage::Assemble, j.target.name(), inputs, &cmd, output)
+    }
+
+    fn link(&self, l: &LinkJob) -> Result<PlannedJob, BuildError> {
+        let output = self.cache.path(&l.key, l.ext());
+        let cmd = l.command(&self.toolkit, &self.cache, &output)?;
+        let id = format!("link:{}", l.target.name());
+        let inputs = l.inputs.clone();
+        Ok(planned(
+            id,
+            Stage::Link,
+            l.target.name(),
+            inputs,
+            &cmd,
+            output,
+        ))
+    }
+
+    fn merge(&self, _r: &RustJobs, m: &MergeJob) -> PlannedJob {
+        let output = self.cache.path(&m.key, "ptx");
+        let cmd = m.check_command(&self.toolkit, &self.cache, &output);
+        let id = format!("merge:{}", m.target.name());
+        let inputs = m.inputs.to_vec();
+        let mut p = planned(id, Stage::Merge, m.target.name(), inputs, &cmd, output);
+        p.builtin = Some("ptx-merge".into());
+        p
+    }
+
+    fn combine(&self) -> PlannedJob {
+        let modules = self.modules();
+        let cmd = crate::fatbin::command(&self.toolkit, &modules, &self.fatbin);
+        let inputs = modules.into_iter().map(|(_, p)| p).collect();
+        let output = self.fatbin.clone();
+        planned(
+            "combine".into(),
+            Stage::Combine,
+            String::new(),
+            inputs,
+            &cmd,
+            output,
+        )
+    }
+}
+
+/// Per target: the C++ objects of that target, then the Rust object for a SASS target.
+fn link_jobs(i: &PlanInputs<'_>, compiles: &[CompileJob], rust: Option<&RustJobs>) -> Vec<LinkJob> {
+    let rust_objects = |t: Target| {
+        (rust.into_iter().flat_map(|r| &r.ptxas))
+            .filter(move |j| j.target == t)
+            .map(|j| (j.key.clone(), i.cache.path(&j.key, "rs.o")))
+    };
+    (i.targets.iter())
+        .map(|t| {
+            let inputs = (compiles.iter())
+                .filter(|j| j.target == *t)
+                .map(|j| (j.key.clone(), i.cache.path(&j.key, j.ext())))
+                .chain(rust_objects(*t))
+                .collect();
+            LinkJob::new(*t, inputs, &i.toolkit)
+        })
+        .collect()
+}
+
+fn planned(
+    id: String,
+    stage: Stage,
+    target: String,
+    inputs: Vec<PathBuf>,
+    cmd: &Command,
+    output: PathBuf,
+) -> PlannedJob {
+    let env = (cmd.get_envs())
+        .filter_map(|(k, v)| Some((k.to_string_lossy().into(), v?.to_string_lossy().into())))
+        .collect();
+    PlannedJob {
+        id,
+        stage,
+        target,
+        inputs,
+        command: argv(cmd),
+        env,
+        builtin: None,
+        output,
+    }
+}
+
+/// A source's name relative to the kernels directory (messages, job ids, the manifest).
+pub(crate) fn source_name(source: &Path, kernels_dir: &Path) -> String {
+    source
+        .strip_prefix(kernels_dir)
+        .unwrap_or(source)
+        .display()
+        .to_string()
+}
+
 pub(crate) fn argv(cmd: &Command) -> Vec<String> {
     std::iter::once(cmd.get_program())
         .chain(cmd.get_args())
         .map(|a| a.to_string_lossy().into_owned())
         .collect()
+}
+
+/// Runs a tool to completion; a failure carries its stderr and the command.
+pub(crate) fn run_tool(cmd: &mut Command, what: &str) -> Result<(), BuildError> {
+    let out = cmd.output().map_err(|e| BuildError::Tool {
+        tool: what.to_string(),
+        message: e.to_string(),
+    })?;
+    if !out.status.success() {
+        return Err(BuildError::Tool {
+            tool: what.to_string(),
+            message: format!(
+                "{}\n  command: {cmd:?}",
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            ),
+        });
+    }
+    Ok(())
 }

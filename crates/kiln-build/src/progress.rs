@@ -20,6 +20,10 @@ pub struct Summary {
     pub rust_jobs: usize,
     #[serde(default)]
     pub rust_compiled: usize,
+    /// Of `rust_compiled`, the PTX merges: a merge joins the Rust PTX to a `+PTX` target's
+    /// linked C++ PTX, so it reruns after a C++ edit too (no Rust compile does).
+    #[serde(default)]
+    pub rust_merged: usize,
     pub wall_seconds: f64,
     pub fatbin_bytes: u64,
 }

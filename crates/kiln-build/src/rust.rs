@@ -11,175 +11,23 @@
 //! layouts of `kiln_kernel_params::ALL` as this (host) build sees them become assertions the
 //! crate includes (`KILN_HOST_LAYOUT`), each naming its struct and field.
 
-use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
-use kiln_pins::{Pins, Target};
+use kiln_pins::Target;
 
 use crate::cache::{Cache, KeyBuilder};
 use crate::error::{io, BuildError};
-use crate::jobs::Outcome;
 use crate::toolkit::Toolkit;
 
 /// The target the kernel crate is compiled for.
-pub const DEVICE_TARGET: &str = "nvptx64-nvidia-cuda";
+pub use kiln_toolchain::kernel_rustc::DEVICE_TARGET;
+pub use kiln_toolchain::kernel_rustc::{install_hint, locate, matches_pin, KernelRustc};
 /// The one `-C target-cpu` the PTX is generated for (the oldest GPU of any kiln matrix).
 pub const PTX_CPU: &str = "sm_80";
 /// The crate, relative to the kernels directory.
 pub const CRATE_DIR: &str = "rust";
-
-/// A verified kernel rustc and the cargo beside it.
-#[derive(Debug, Clone)]
-pub struct KernelRustc {
-    pub rustc: PathBuf,
-    pub cargo: PathBuf,
-    /// `rustc -vV`, verbatim (recorded in the manifest).
-    pub version_verbose: String,
-}
-
-/// What to install when no usable kernel rustc is found (one line).
-pub fn install_hint(pins: &Pins) -> String {
-    let v = &pins.toolchain.kernel_rustc;
-    format!(
-        "install Debian's rustc-web {v} with its sources (`apt-get install --allow-downgrades \
-         rustc-web={v}* libstd-rust-web-dev={v}* rust-web-src={v}* cargo-web={v}*`: a plain install \
-         takes bookworm-security's newer release; `cargo xtask bootstrap` does this as root), or \
-         enter `nix develop` (the pinned nightly with rust-src), or set KILN_KERNEL_RUSTC"
-    )
-}
-
-/// `release: 1.85.0` → "1.85.0"; `commit-date: 2026-08-19` → "2026-08-19".
-fn vv_field<'a>(vv: &'a str, field: &str) -> Option<&'a str> {
-    vv.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(": "))
-        .map(str::trim)
-}
-
-/// Whether `rustc -vV` is a pinned kernel rustc: the exact release `kernel-rustc` or its
-/// tested fallback `kernel-rustc-fallback`, or the flake's nightly (`rust-nightly`; a nightly
-/// of date D carries commit-date D or the day before).
-pub fn matches_pin(vv: &str, pins: &Pins) -> bool {
-    let release = vv_field(vv, "release").unwrap_or("");
-    if release == pins.toolchain.kernel_rustc
-        || pins.toolchain.kernel_rustc_fallback.as_deref() == Some(release)
-    {
-        return true;
-    }
-    release.contains("nightly")
-        && vv_field(vv, "commit-date").is_some_and(|d| {
-            d == pins.toolchain.rust_nightly
-                || day_before(&pins.toolchain.rust_nightly).as_deref() == Some(d)
-        })
-}
-
-/// "2026-08-20" → "2026-08-19" (proleptic Gregorian).
-fn day_before(date: &str) -> Option<String> {
-    let mut it = date.split('-').map(|p| p.parse::<u32>().ok());
-    let (y, m, d) = (it.next()??, it.next()??, it.next()??);
-    if d > 1 {
-        return Some(format!("{y:04}-{m:02}-{:02}", d - 1));
-    }
-    let (y, m) = if m == 1 { (y - 1, 12) } else { (y, m - 1) };
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    Some(format!("{y:04}-{m:02}-{:02}", days[(m - 1) as usize]))
-}
-
-fn verbose_version(rustc: &Path) -> Option<String> {
-    let out = Command::new(rustc).arg("-vV").output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// The kernel rustc: KILN_KERNEL_RUSTC, else Debian's `/usr/bin/rustc`, else `rustc` on PATH
-/// (the nightly of `nix develop`) — the first whose `rustc -vV` matches the pins and whose
-/// sysroot has the `core` sources `-Zbuild-std` needs. Cargo is the one beside it.
-pub fn locate(
-    env: &dyn Fn(&str) -> Option<OsString>,
-    pins: &Pins,
-) -> Result<KernelRustc, BuildError> {
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    let explicit = env("KILN_KERNEL_RUSTC").map(PathBuf::from);
-    match &explicit {
-        Some(p) => candidates.push(p.clone()),
-        None => {
-            candidates.push("/usr/bin/rustc".into());
-            if let Some(path) = env("PATH") {
-                candidates.extend(std::env::split_paths(&path).map(|d| d.join("rustc")));
-            }
-        }
-    }
-    let mut seen = Vec::new();
-    for c in candidates.iter().filter(|c| c.is_file()) {
-        let Some(vv) = verbose_version(c) else {
-            seen.push(format!("{} (does not run)", c.display()));
-            continue;
-        };
-        let release = vv_field(&vv, "release").unwrap_or("?").to_string();
-        if !matches_pin(&vv, pins) {
-            seen.push(format!("{} is {release}", c.display()));
-            continue;
-        }
-        if !has_core_source(c) {
-            seen.push(format!(
-                "{} ({release}) has no rust-src (lib/rustlib/src/rust/library/core)",
-                c.display()
-            ));
-            continue;
-        }
-        let cargo = c.with_file_name("cargo");
-        if !cargo.is_file() {
-            seen.push(format!(
-                "{} ({release}) has no cargo beside it",
-                c.display()
-            ));
-            continue;
-        }
-        return Ok(KernelRustc {
-            rustc: c.clone(),
-            cargo,
-            version_verbose: vv,
-        });
-    }
-    let found = if seen.is_empty() {
-        "none found".to_string()
-    } else {
-        seen.join("; ")
-    };
-    Err(BuildError::KernelRustc(format!(
-        "no kernel rustc {} (or the nightly {}) with rust-src ({found}) — {}",
-        pins.toolchain.kernel_rustc,
-        pins.toolchain.rust_nightly,
-        install_hint(pins)
-    )))
-}
-
-fn has_core_source(rustc: &Path) -> bool {
-    let Ok(out) = Command::new(rustc).args(["--print", "sysroot"]).output() else {
-        return false;
-    };
-    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    sysroot
-        .join("lib/rustlib/src/rust/library/core/Cargo.toml")
-        .is_file()
-}
 
 /// The Rust kernel crate of a kernels directory, if it has one, and every file its PTX
 /// depends on (its own, and those of its path dependencies), sorted.
@@ -327,30 +175,25 @@ impl RustPtxJob {
         })
     }
 
-    pub fn run(
-        &self,
-        rustc: &KernelRustc,
-        cache: &Cache,
-        client: &jobserver::Client,
-    ) -> Result<Outcome, BuildError> {
-        let started = Instant::now();
-        let dest = cache.path(&self.key, "rs.ptx");
-        if dest.is_file() {
-            return Ok(Outcome {
-                output: dest,
-                cached: true,
-                elapsed: started.elapsed(),
-            });
-        }
-        let layout = cache.path(&self.key, "layout.rs");
-        std::fs::write(&layout, &self.layout).map_err(io("writing the host layout check"))?;
-        let staging = cache.staging(&self.key, "rs.ptx");
+    /// Where the host-layout assertions are written for the crate to include.
+    pub fn layout_file(&self, cache: &Cache) -> PathBuf {
+        cache.path(&self.key, "layout.rs")
+    }
+
+    /// Writes the host-layout file (an input of the command; planning writes it too).
+    pub fn write_layout(&self, cache: &Cache) -> Result<(), BuildError> {
+        std::fs::write(self.layout_file(cache), &self.layout)
+            .map_err(io("writing the host layout check"))
+    }
+
+    /// The `cargo rustc` command writing the PTX to `output`.
+    pub fn command(&self, rustc: &KernelRustc, cache: &Cache, output: &Path) -> Command {
         let mut cmd = Command::new(&rustc.cargo);
         // The outer cargo's variables (a build script's CARGO_*, RUSTFLAGS, wrappers) belong to
         // the host build, not to this one. Kept: where cargo's sources are (CARGO_HOME: in the
         // Nix sandbox its config.toml replaces crates.io by crane's vendor directory, which
         // `-Zbuild-std` resolves the standard library's dependencies from) and whether the
-        // network may be used (CARGO_NET_OFFLINE).
+        // network may be used (CARGO_NET_OFFLINE). checks/plan/run_plan.py drops the same.
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();
             if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_NET_OFFLINE")
@@ -366,7 +209,7 @@ impl RustPtxJob {
         }
         cmd.env("RUSTC", &rustc.rustc)
             .env("RUSTC_BOOTSTRAP", "1") // -Zbuild-std and the kernel features on a release rustc
-            .env("KILN_HOST_LAYOUT", &layout)
+            .env("KILN_HOST_LAYOUT", self.layout_file(cache))
             .arg("rustc")
             .arg("--manifest-path")
             .arg(self.krate.dir.join("Cargo.toml"))
@@ -377,7 +220,20 @@ impl RustPtxJob {
             .arg(format!("-Ctarget-cpu={PTX_CPU}"))
             // The output path is in the arguments, so cargo reruns rustc whenever the key
             // changes even if its own fingerprint thinks the crate is fresh.
-            .arg(format!("--emit=asm={}", staging.display()));
+            .arg(format!("--emit=asm={}", output.display()));
+        cmd
+    }
+
+    /// Compiles the crate to PTX at `staging` (under the jobserver) and checks it.
+    pub fn produce(
+        &self,
+        rustc: &KernelRustc,
+        cache: &Cache,
+        client: &jobserver::Client,
+        staging: &Path,
+    ) -> Result<(), BuildError> {
+        self.write_layout(cache)?;
+        let mut cmd = self.command(rustc, cache, staging);
         client.configure(&mut cmd);
         let command = format!("{cmd:?}");
         let out = cmd.output().map_err(|e| BuildError::Tool {
@@ -385,7 +241,6 @@ impl RustPtxJob {
             message: e.to_string(),
         })?;
         if !out.status.success() || !staging.is_file() {
-            let _ = std::fs::remove_file(&staging);
             return Err(BuildError::Compile {
                 source_file: self.krate.dir.clone(),
                 target: format!("{DEVICE_TARGET} ({PTX_CPU})"),
@@ -393,13 +248,7 @@ impl RustPtxJob {
                 command,
             });
         }
-        check_ptx(&staging, &self.krate.dir)?;
-        let output = cache.commit(&staging, &self.key, "rs.ptx")?;
-        Ok(Outcome {
-            output,
-            cached: false,
-            elapsed: started.elapsed(),
-        })
+        check_ptx(staging, &self.krate.dir)
     }
 }
 
@@ -446,7 +295,7 @@ fn ptxas(toolkit: &Toolkit) -> PathBuf {
 }
 
 /// The Rust PTX as a relocatable object for one SASS target (`ptxas -c`), linked by nvlink
-/// with the C++ objects of that target.
+/// with the C++ objects of that target. Keyed by the PTX job's key (known before it runs).
 #[derive(Debug, Clone)]
 pub struct PtxasJob {
     pub target: Target,
@@ -455,77 +304,106 @@ pub struct PtxasJob {
 }
 
 impl PtxasJob {
-    pub fn new(target: Target, ptx: &Path, toolkit: &Toolkit) -> Result<PtxasJob, BuildError> {
+    pub fn new(target: Target, ptx: &RustPtxJob, cache: &Cache, toolkit: &Toolkit) -> PtxasJob {
         let key = KeyBuilder::new("ptxas")
             .field("nvcc", toolkit.version.as_bytes())
             .field("target", target.name().as_bytes())
-            .file("ptx", ptx)?
+            .field("ptx", ptx.key.as_bytes())
             .finish();
-        Ok(PtxasJob {
+        PtxasJob {
             target,
-            ptx: ptx.to_path_buf(),
+            ptx: cache.path(&ptx.key, RUST_PTX_EXT),
             key,
-        })
+        }
     }
 
-    pub fn run(&self, toolkit: &Toolkit, cache: &Cache) -> Result<Outcome, BuildError> {
-        let started = Instant::now();
-        let dest = cache.path(&self.key, "rs.o");
-        if dest.is_file() {
-            return Ok(Outcome {
-                output: dest,
-                cached: true,
-                elapsed: started.elapsed(),
-            });
-        }
-        let staging = cache.staging(&self.key, "rs.o");
+    pub fn command(&self, toolkit: &Toolkit, output: &Path) -> Command {
         let mut cmd = Command::new(ptxas(toolkit));
         cmd.arg(format!("-arch={}", self.target.arch.sm()))
             .args(["-c", "-O3", "-o"])
-            .arg(&staging)
+            .arg(output)
             .arg(&self.ptx);
+        cmd
+    }
+
+    pub fn produce(&self, toolkit: &Toolkit, staging: &Path) -> Result<(), BuildError> {
         run_tool(
-            &mut cmd,
+            &mut self.command(toolkit, staging),
             &format!("ptxas (Rust kernels) for {}", self.target),
-        )?;
-        let output = cache.commit(&staging, &self.key, "rs.o")?;
-        Ok(Outcome {
-            output,
-            cached: false,
-            elapsed: started.elapsed(),
-        })
+        )
     }
 }
 
+/// The extension of the Rust PTX in the cache.
+pub const RUST_PTX_EXT: &str = "rs.ptx";
+
 /// A `+PTX` target: the C++ kernels' linked PTX with the Rust PTX's functions appended (one
 /// PTX module holding every kernel), proven by compiling it with ptxas for that target.
-pub fn merge_ptx(
-    toolkit: &Toolkit,
-    cache: &Cache,
-    target: Target,
-    linked: &Path,
-    rust_ptx: &Path,
-) -> Result<Outcome, BuildError> {
-    let started = Instant::now();
-    let key = KeyBuilder::new("ptx-merge")
-        .field("nvcc", toolkit.version.as_bytes())
-        .field("target", target.name().as_bytes())
-        .file("linked", linked)?
-        .file("rust", rust_ptx)?
-        .finish();
-    let dest = cache.path(&key, "ptx");
-    if dest.is_file() {
-        return Ok(Outcome {
-            output: dest,
-            cached: true,
-            elapsed: started.elapsed(),
-        });
+/// Keyed by the link job's and the PTX job's keys.
+#[derive(Debug, Clone)]
+pub struct MergeJob {
+    pub target: Target,
+    /// The linked C++ PTX, then the Rust PTX.
+    pub inputs: [PathBuf; 2],
+    pub key: String,
+}
+
+impl MergeJob {
+    pub fn new(
+        link: &crate::jobs::LinkJob,
+        ptx: &RustPtxJob,
+        cache: &Cache,
+        toolkit: &Toolkit,
+    ) -> MergeJob {
+        let key = KeyBuilder::new("ptx-merge")
+            .field("nvcc", toolkit.version.as_bytes())
+            .field("target", link.target.name().as_bytes())
+            .field("linked", link.key.as_bytes())
+            .field("rust", ptx.key.as_bytes())
+            .finish();
+        MergeJob {
+            target: link.target,
+            inputs: [
+                cache.path(&link.key, link.ext()),
+                cache.path(&ptx.key, RUST_PTX_EXT),
+            ],
+            key,
+        }
     }
-    let read =
-        |p: &Path| std::fs::read_to_string(p).map_err(io(format!("reading {}", p.display())));
-    let (cxx, rust) = (read(linked)?, read(rust_ptx)?);
-    // The module header (.version/.target/.address_size) is the C++ one: its ISA and target
-    // are at least the Rust PTX's (7.0, sm_80), whose instructions stay valid under them.
+
+    /// The ptxas check of the merged PTX at `merged` (its object is thrown away).
+    pub fn check_command(&self, toolkit: &Toolkit, cache: &Cache, merged: &Path) -> Command {
+        let mut cmd = Command::new(ptxas(toolkit));
+        cmd.arg(format!("-arch={}", self.target.arch.sm()))
+            .arg("-o")
+            .arg(cache.path(&self.key, "check.o"))
+            .arg(merged);
+        cmd
+    }
+
+    pub fn produce(
+        &self,
+        toolkit: &Toolkit,
+        cache: &Cache,
+        staging: &Path,
+    ) -> Result<(), BuildError> {
+        let read =
+            |p: &Path| std::fs::read_to_string(p).map_err(io(format!("reading {}", p.display())));
+        let merged = merge_ptx_text(&read(&self.inputs[0])?, &read(&self.inputs[1])?);
+        std::fs::write(staging, merged).map_err(io("writing the merged PTX"))?;
+        let r = run_tool(
+            &mut self.check_command(toolkit, cache, staging),
+            &format!("ptxas check of the merged PTX for {}", self.target),
+        );
+        let _ = std::fs::remove_file(cache.path(&self.key, "check.o"));
+        r
+    }
+}
+
+/// The merge itself (checks/plan/run_plan.py does the same): the C++ PTX, then the Rust PTX
+/// without its module header. The header (.version/.target/.address_size) is the C++ one: its
+/// ISA and target are at least the Rust PTX's (7.0, sm_80), whose instructions stay valid.
+pub fn merge_ptx_text(cxx: &str, rust: &str) -> String {
     let body: String = rust
         .lines()
         .filter(|l| {
@@ -536,90 +414,17 @@ pub fn merge_ptx(
         })
         .map(|l| format!("{l}\n"))
         .collect();
-    let merged = format!(
+    format!(
         "{}\n\n// Rust kernels (kernels/rust, {PTX_CPU} PTX from the kernel rustc), appended by kiln-build\n{body}",
         cxx.trim_end()
-    );
-    let staging = cache.staging(&key, "ptx");
-    std::fs::write(&staging, merged).map_err(io("writing the merged PTX"))?;
-    let check = cache.staging(&key, "check.o");
-    let mut cmd = Command::new(ptxas(toolkit));
-    cmd.arg(format!("-arch={}", target.arch.sm()))
-        .arg("-o")
-        .arg(&check)
-        .arg(&staging);
-    let r = run_tool(
-        &mut cmd,
-        &format!("ptxas check of the merged PTX for {target}"),
-    );
-    let _ = std::fs::remove_file(&check);
-    if let Err(e) = r {
-        let _ = std::fs::remove_file(&staging);
-        return Err(e);
-    }
-    let output = cache.commit(&staging, &key, "ptx")?;
-    Ok(Outcome {
-        output,
-        cached: false,
-        elapsed: started.elapsed(),
-    })
+    )
 }
 
-fn run_tool(cmd: &mut Command, what: &str) -> Result<(), BuildError> {
-    let out = cmd.output().map_err(|e| BuildError::Tool {
-        tool: what.to_string(),
-        message: e.to_string(),
-    })?;
-    if !out.status.success() {
-        return Err(BuildError::Tool {
-            tool: what.to_string(),
-            message: format!(
-                "{}\n  command: {cmd:?}",
-                String::from_utf8_lossy(&out.stderr).trim_end()
-            ),
-        });
-    }
-    Ok(())
-}
+use crate::plan::run_tool;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn day_before_crosses_months_and_leap_years() {
-        assert_eq!(day_before("2026-08-20").unwrap(), "2026-08-19");
-        assert_eq!(day_before("2026-03-01").unwrap(), "2026-02-28");
-        assert_eq!(day_before("2024-03-01").unwrap(), "2024-02-29");
-        assert_eq!(day_before("2026-01-01").unwrap(), "2025-12-31");
-    }
-
-    /// The workspace's pins: 1.85.0, its fallback 1.96.0 and the nightly are kernel rustcs;
-    /// another release is not.
-    #[test]
-    fn the_pin_its_fallback_and_the_nightly_match() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-        let pins = Pins::load(&root).unwrap();
-        let vv = |release: &str, date: &str| {
-            format!(
-                "rustc {release}\nrelease: {release}\ncommit-date: {date}\nLLVM version: 19.1.7"
-            )
-        };
-        let pin = &pins.toolchain.kernel_rustc;
-        let fallback = pins
-            .toolchain
-            .kernel_rustc_fallback
-            .clone()
-            .expect("a fallback pin");
-        assert!(matches_pin(&vv(pin, "2025-02-17"), &pins));
-        assert!(matches_pin(&vv(&fallback, "2026-05-25"), &pins));
-        assert!(!matches_pin(&vv("1.90.0", "2025-09-14"), &pins));
-        let nightly = format!(
-            "rustc 1.91.0-nightly\nrelease: 1.91.0-nightly\ncommit-date: {}",
-            pins.toolchain.rust_nightly
-        );
-        assert!(matches_pin(&nightly, &pins));
-    }
 
     #[test]
     fn layout_assertions_name_every_field() {

@@ -1,6 +1,7 @@
-//! `KernelBuild::plan` round trip with real nvcc: an external runner
-//! (checks/plan/run_plan.py) runs the planned jobs, kiln-build takes their outputs back, compiles
-//! nothing, and writes a fatbin byte-identical to its own build's.
+//! `KernelBuild::plan` round trip with real nvcc (and the kernel rustc): an external runner
+//! (checks/plan/run_plan.py) runs the planned jobs — C++ and Rust kernels alike —, kiln-build
+//! takes their outputs back, compiles nothing, and writes a fatbin byte-identical to its own
+//! build's.
 
 mod common;
 
@@ -13,8 +14,12 @@ use kiln_build::KernelBuild;
 const ARCHS: &str = "[\"8.0\", \"9.0+PTX\"]"; // sm_80, sm_90, compute_90
 
 fn build(kernels: &Path, out: &Path, cache: &Path) -> KernelBuild {
+    build_for(ARCHS, kernels, out, cache)
+}
+
+fn build_for(archs: &str, kernels: &Path, out: &Path, cache: &Path) -> KernelBuild {
     KernelBuild::new(
-        common::pins_with_archs(ARCHS),
+        common::pins_with_archs(archs),
         kernels.to_path_buf(),
         out.to_path_buf(),
     )
@@ -83,6 +88,98 @@ fn an_external_runner_hands_back_a_byte_identical_fatbin() {
     );
     assert_eq!(
         std::fs::read(&farm.fatbin).unwrap(),
+        std::fs::read(&own.fatbin).unwrap(),
+        "byte-identical fatbin"
+    );
+}
+
+/// Runs `plan` with checks/plan/run_plan.py; panics with its stderr if it fails.
+fn run_plan(plan: &kiln_build::plan::Plan, dir: &Path) {
+    let plan_file = dir.join("plan.json");
+    std::fs::write(&plan_file, plan.to_json()).unwrap();
+    let r = Command::new("python3")
+        .arg(common::repo_root().join("checks/plan/run_plan.py"))
+        .arg(&plan_file)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+}
+
+#[test]
+fn the_rust_kernel_jobs_are_planned_and_the_runner_hands_them_back() {
+    // Two SASS targets and a PTX one: every Rust job kind (PTX, ptxas, merge) is planned.
+    const RUST_ARCHS: &str = "[\"8.0\", \"9.0+PTX\"]";
+    let tmp = tempfile::tempdir().unwrap();
+    let k = tmp.path().join("kernels");
+    common::write(
+        &k.join("scale.cu"),
+        "extern \"C\" __global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }\n",
+    );
+    common::write_rust_kernels(
+        &k,
+        "pub use kiln_kernel_params as params;",
+        "    if p.rows > 0 { *x = p.eps * p.cols as f32; }",
+    );
+
+    // kiln-build's own build in the Rust-kernel tests' cache (`core` is built once there).
+    let shared = common::rust_kernel_cache();
+    let own = build_for(RUST_ARCHS, &k, &tmp.path().join("own"), &shared)
+        .run()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(own.manifest.kernels_in("rust"), ["rs_fixture"]);
+
+    // A second cache, empty but for cargo's build directory (so `core` is not rebuilt; the
+    // planned PTX path is new to cargo, so rustc runs all the same).
+    let cache = tmp.path().join("farm-cache");
+    std::fs::create_dir_all(shared.join("rust-target")).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
+    std::os::unix::fs::symlink(shared.join("rust-target"), cache.join("rust-target")).unwrap();
+    let farm = || build_for(RUST_ARCHS, &k, &tmp.path().join("farm"), &cache);
+    let plan = farm().plan().unwrap();
+    let ids: Vec<&str> = plan.jobs.iter().map(|j| j.id.as_str()).collect();
+    for id in [
+        "compile:scale.cu:sm_80",
+        "rust:ptx",
+        "ptxas:sm_80",
+        "ptxas:sm_90",
+        "link:compute_90",
+        "merge:compute_90",
+        "combine",
+    ] {
+        assert!(ids.contains(&id), "{id} is not planned: {ids:?}");
+    }
+    let stage = |id: &str| plan.jobs.iter().find(|j| j.id == id).unwrap().stage;
+    assert_eq!(
+        [
+            stage("rust:ptx"),
+            stage("ptxas:sm_90"),
+            stage("merge:compute_90")
+        ],
+        [Stage::Compile, Stage::Assemble, Stage::Merge]
+    );
+    assert!(
+        plan.jobs.iter().all(|j| !j.output.exists()),
+        "planning runs nothing"
+    );
+
+    run_plan(&plan, tmp.path());
+    assert!(plan.jobs.iter().all(|j| j.output.is_file()));
+    let combine = plan.jobs.iter().find(|j| j.id == "combine").unwrap();
+    assert_eq!(
+        std::fs::read(&combine.output).unwrap(),
+        std::fs::read(&own.fatbin).unwrap(),
+        "the runner's own combine writes the same bytes"
+    );
+
+    let back = farm().run().unwrap();
+    let s = &back.summary;
+    assert_eq!(
+        (s.compiled, s.linked, s.rust_compiled, s.rust_jobs),
+        (0, 0, 0, 4),
+        "every job, the Rust ones too, came from the runner: {s}"
+    );
+    assert_eq!(
+        std::fs::read(&back.fatbin).unwrap(),
         std::fs::read(&own.fatbin).unwrap(),
         "byte-identical fatbin"
     );

@@ -27,7 +27,13 @@ fn no_nvcc_names_bootstrap_and_nix_develop() {
         .env(env)
         .run()
         .unwrap_err();
-    assert!(matches!(err, BuildError::NvccNotFound { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            BuildError::Toolchain(kiln_toolchain::ToolchainError::NvccNotFound { .. })
+        ),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(msg.contains("nvcc not found"), "{msg}");
     assert!(
@@ -58,7 +64,13 @@ fn wrong_nvcc_version_is_refused_before_compiling() {
         .run()
         .unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, BuildError::NvccVersion { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            BuildError::Toolchain(kiln_toolchain::ToolchainError::NvccVersion { .. })
+        ),
+        "{err:?}"
+    );
     assert!(msg.contains("12.4.131") && msg.contains(&pinned), "{msg}");
     assert!(msg.contains("cargo xtask bootstrap"), "{msg}");
     assert!(!tmp.path().join("out/kernels.fatbin").exists());

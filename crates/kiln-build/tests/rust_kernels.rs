@@ -15,7 +15,7 @@ const ARCHS: &str = "[\"8.0\", \"9.0+PTX\"]";
 /// One cache for every test here, so `core` for nvptx64 is built once per machine (the cache
 /// is content-addressed; the nonces below keep each test's own jobs fresh).
 fn shared_cache() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("rust-kernel-cache")
+    common::rust_kernel_cache()
 }
 
 fn build(kernels: &Path, out: &Path) -> Result<kiln_build::BuildOutput, BuildError> {
@@ -45,26 +45,7 @@ fn kernels_dir(root: &Path, params_mod: &str, kernel_body: &str) -> PathBuf {
         &k.join("scale.cu"),
         "extern \"C\" __global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }\n",
     );
-    let params = common::repo_root().join("crates/kiln-kernel-params");
-    common::write(
-        &k.join("rust/Cargo.toml"),
-        &format!(
-            "[package]\nname = \"fixture-kernels\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [lib]\ncrate-type = [\"rlib\"]\n\n\
-             [dependencies]\nkiln-kernel-params = {{ path = \"{}\" }}\n\n\
-             [workspace]\n\n[profile.release]\npanic = \"abort\"\ncodegen-units = 1\n",
-            params.display()
-        ),
-    );
-    common::write(
-        &k.join("rust/src/lib.rs"),
-        &format!(
-            "#![no_std]\n#![feature(abi_ptx)]\n\n{params_mod}\n\n\
-             include!(env!(\"KILN_HOST_LAYOUT\"));\n\n\
-             #[panic_handler]\nfn panic(_: &core::panic::PanicInfo) -> ! {{ loop {{}} }}\n\n\
-             #[no_mangle]\npub unsafe extern \"ptx-kernel\" fn rs_fixture(p: params::RmsnormParams, x: *mut f32) {{\n{kernel_body}\n}}\n"
-        ),
-    );
+    common::write_rust_kernels(&k, params_mod, kernel_body);
     k
 }
 

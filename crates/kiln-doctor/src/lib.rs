@@ -208,7 +208,7 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
         .to_path_buf();
     let mut checks = vec![pins_check];
 
-    checks.extend(toolchain_checks::nvcc_checks(env, &pins, &workspace));
+    checks.extend(toolchain_checks::nvcc_checks(env, &pins));
     checks.push(toolchain_checks::libclang(
         env,
         &pins,
@@ -232,7 +232,7 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
         .iter()
         .find_map(|v| env.get(v).map(PathBuf::from))
         .or_else(|| {
-            toolchain_checks::locate_nvcc(env, &workspace)
+            toolchain_checks::locate_nvcc(env, &pins)
                 .ok()
                 .and_then(|n| Some(n.parent()?.parent()?.to_path_buf()))
         });

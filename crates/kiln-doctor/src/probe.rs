@@ -94,22 +94,87 @@ fn probe_libclang() -> LibclangProbe {
         return out;
     }
     out.path = clang_sys::get_library().map(|l| l.path().to_path_buf());
-    let v = bindgen::clang_version();
-    out.version = Some(v.full.clone());
-    out.major = v.parsed.map(|(m, _)| m);
+    // SAFETY: libclang is loaded (above); clang_getClangVersion has no preconditions and its
+    // string is disposed after copying.
+    let full = unsafe { take_string(clang_sys::clang_getClangVersion()) };
+    out.major = clang_major(&full);
+    out.version = Some(full);
     // The header bindgen needs most often from the resource dir; BINDGEN_EXTRA_CLANG_ARGS from
-    // the environment applies, as in the real build.
-    let result = bindgen::Builder::default()
-        .header_contents(
-            "kiln_doctor_probe.h",
-            "#include <stddef.h>\ntypedef size_t kiln_doctor_size;\n",
-        )
-        .allowlist_type("kiln_doctor_size")
-        .generate();
-    if let Err(e) = result {
-        out.stddef_error = Some(e.to_string());
-    }
+    // the environment applies, as in the real build (bindgen's own parse, without bindgen).
+    out.stddef_error = parse_stddef_header().err();
     out
+}
+
+/// "clang version 21.1.8 (…)" → 21.
+fn clang_major(full: &str) -> Option<u32> {
+    let rest = &full[full.find("clang version ")? + "clang version ".len()..];
+    rest.split(['.', ' ']).next()?.parse().ok()
+}
+
+/// # Safety
+/// `s` is a CXString libclang returned and nothing else disposes it.
+unsafe fn take_string(s: clang_sys::CXString) -> String {
+    let p = clang_sys::clang_getCString(s);
+    let text = if p.is_null() {
+        String::new()
+    } else {
+        std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+    };
+    clang_sys::clang_disposeString(s);
+    text
+}
+
+/// Parses `#include <stddef.h>` as bindgen would (C, the extra args from the environment);
+/// Err carries clang's error diagnostics.
+fn parse_stddef_header() -> Result<(), String> {
+    use std::ffi::CString;
+    const NAME: &str = "kiln_doctor_probe.h";
+    const TEXT: &str = "#include <stddef.h>\ntypedef size_t kiln_doctor_size;\n";
+    let extra = std::env::var("BINDGEN_EXTRA_CLANG_ARGS").unwrap_or_default();
+    let args: Vec<CString> = std::iter::once("-xc-header")
+        .chain(extra.split_whitespace())
+        .map(|a| CString::new(a).expect("no NUL in arguments"))
+        .collect();
+    let argv: Vec<*const std::ffi::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    let (name, text) = (CString::new(NAME).unwrap(), CString::new(TEXT).unwrap());
+    let mut unsaved = clang_sys::CXUnsavedFile {
+        Filename: name.as_ptr(),
+        Contents: text.as_ptr(),
+        Length: TEXT.len() as _,
+    };
+    // SAFETY: every pointer outlives the calls; the index and unit are disposed here.
+    unsafe {
+        let index = clang_sys::clang_createIndex(0, 0);
+        let tu = clang_sys::clang_parseTranslationUnit(
+            index,
+            name.as_ptr(),
+            argv.as_ptr(),
+            argv.len() as _,
+            &mut unsaved,
+            1,
+            0,
+        );
+        let mut errors = Vec::new();
+        if tu.is_null() {
+            errors.push("libclang could not parse the probe header".to_string());
+        } else {
+            for i in 0..clang_sys::clang_getNumDiagnostics(tu) {
+                let d = clang_sys::clang_getDiagnostic(tu, i);
+                if clang_sys::clang_getDiagnosticSeverity(d) >= clang_sys::CXDiagnostic_Error {
+                    let opts = clang_sys::clang_defaultDiagnosticDisplayOptions();
+                    errors.push(take_string(clang_sys::clang_formatDiagnostic(d, opts)));
+                }
+                clang_sys::clang_disposeDiagnostic(d);
+            }
+            clang_sys::clang_disposeTranslationUnit(tu);
+        }
+        clang_sys::clang_disposeIndex(index);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("\n"))
+        }
+    }
 }
 
 /// Runs a probe in a child with exactly `env`; Err carries what went wrong with the child.

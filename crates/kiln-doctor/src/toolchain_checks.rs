@@ -4,15 +4,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kiln_build::toolkit;
-use kiln_build::BuildError;
 use kiln_pins::Pins;
+use kiln_toolchain::kernel_rustc;
+use kiln_toolchain::nvcc as toolkit;
+use kiln_toolchain::ToolchainError;
 
 use crate::env::Env;
 use crate::probe::{self, LibclangProbe, ProbeCommand};
 use crate::report::{Check, Scope};
 
-const BOOTSTRAP_FIX: &str = "install the pinned toolchain: `cargo xtask bootstrap` then `source .toolchain/env` (no Nix), or `nix develop`";
+const BOOTSTRAP_FIX: &str = "install the pinned toolchain: `kiln bootstrap` then `source \"$(kiln bootstrap --env-file)\"` (in a kiln checkout: `cargo xtask bootstrap` then `source .toolchain/env`; no Nix), or `nix develop`";
 
 /// Runs `program args` and returns stdout+stderr, or why it could not run.
 pub(crate) fn capture(cmd: &mut Command) -> Result<(bool, String), String> {
@@ -44,12 +45,12 @@ pub(crate) fn nvcc_version(env: &Env, path: &Path) -> Result<String, String> {
 }
 
 /// nvcc as kiln-build finds it.
-pub(crate) fn locate_nvcc(env: &Env, workspace: &Path) -> Result<PathBuf, BuildError> {
-    toolkit::locate(&|k: &str| env.get(k).map(|v| v.to_os_string()), workspace)
+pub(crate) fn locate_nvcc(env: &Env, pins: &Pins) -> Result<PathBuf, ToolchainError> {
+    toolkit::locate(&|k: &str| env.get(k).map(|v| v.to_os_string()), pins)
 }
 
 /// `toolchain.nvcc`, `toolchain.cuda-targets`, `toolchain.host-compiler`.
-pub fn nvcc_checks(env: &Env, pins: &Pins, workspace: &Path) -> Vec<Check> {
+pub fn nvcc_checks(env: &Env, pins: &Pins) -> Vec<Check> {
     const DEP: &str = "needs a working nvcc (toolchain.nvcc failed)";
     let skipped = |c: Vec<Check>| {
         let mut c = c;
@@ -57,7 +58,7 @@ pub fn nvcc_checks(env: &Env, pins: &Pins, workspace: &Path) -> Vec<Check> {
         c.push(Check::skip("toolchain.host-compiler", Scope::Build, DEP));
         c
     };
-    let nvcc = match locate_nvcc(env, workspace) {
+    let nvcc = match locate_nvcc(env, pins) {
         Ok(p) => p,
         Err(e) => {
             let msg = e.to_string();
@@ -99,7 +100,7 @@ pub fn nvcc_checks(env: &Env, pins: &Pins, workspace: &Path) -> Vec<Check> {
             Scope::Build,
             format!("nvcc {} supports every matrix target: {}", tk.version, targets.join(" ")),
         ),
-        Err(e @ BuildError::UnsupportedTarget { .. }) => Check::fail("toolchain.cuda-targets", Scope::Build, e.to_string())
+        Err(e @ ToolchainError::UnsupportedTarget { .. }) => Check::fail("toolchain.cuda-targets", Scope::Build, e.to_string())
             .with_fix("drop that entry from `archs` in [workspace.metadata.kiln], or pin a toolkit that supports it"),
         Err(e) => Check::fail("toolchain.cuda-targets", Scope::Build, e.to_string()).with_fix(BOOTSTRAP_FIX),
     });
@@ -283,7 +284,7 @@ pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCo
 /// exactly as kiln-build finds it.
 pub fn kernel_rustc(env: &Env, pins: &Pins) -> Check {
     const ID: &str = "toolchain.kernel-rustc";
-    match kiln_build::rust::locate(&|k: &str| env.get(k).map(|v| v.to_os_string()), pins) {
+    match kernel_rustc::locate(&|k: &str| env.get(k).map(|v| v.to_os_string()), pins) {
         Ok(r) => {
             let field = |k: &str| {
                 r.version_verbose
@@ -301,14 +302,15 @@ pub fn kernel_rustc(env: &Env, pins: &Pins) -> Check {
                     field("release:"),
                     field("LLVM version:"),
                     r.rustc.display(),
-                    kiln_build::rust::DEVICE_TARGET
+                    kernel_rustc::DEVICE_TARGET
                 ),
             )
             .with_fact("path", r.rustc.display().to_string())
             .with_fact("release", field("release:"))
         }
-        Err(e) => Check::fail(ID, Scope::Build, e.to_string())
-            .with_fix(kiln_build::rust::install_hint(pins)),
+        Err(e) => {
+            Check::fail(ID, Scope::Build, e.to_string()).with_fix(kernel_rustc::install_hint(pins))
+        }
     }
 }
 

@@ -25,6 +25,8 @@ enum Command {
     Audit(commands::audit::Args),
     /// Check the machine before a long build: toolchain, driver and GPUs, loader traps, link preflight.
     Doctor(commands::doctor::Args),
+    /// Install the pinned toolchain (CUDA, libclang, maturin) for this project, without Nix or a kiln checkout.
+    Bootstrap(commands::bootstrap::Args),
     /// Post-process a wheel maturin built: Requires-Dist and SBOM from the pins (`finalize`).
     Wheel(commands::wheel::Args),
 }
@@ -48,5 +50,6 @@ fn run(command: Command) -> (&'static str, anyhow::Result<ExitCode>) {
         Command::Audit(args) => ("audit", commands::audit::run(args)),
         Command::Doctor(args) => ("doctor", commands::doctor::run(args)),
         Command::Wheel(args) => commands::wheel::run(args),
+        Command::Bootstrap(args) => ("bootstrap", commands::bootstrap::run(args)),
     }
 }

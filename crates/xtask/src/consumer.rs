@@ -1,9 +1,10 @@
 //! `cargo xtask consumer`: kiln used by another project, as README.md documents it.
 //!
 //! Runs README's "Use kiln in your project" build-dependency block as written, with bash, in a
-//! fresh directory outside this checkout (`KILN` = the checkout): bootstrap, `cargo install`
-//! of `kiln`, a copy of `checks/consumer` pointed at kiln-build with `cargo add`, its wheel by
-//! maturin, `kiln audit` against the copy's own Cargo.toml and `kiln doctor`. Then checks what
+//! fresh directory outside this checkout (`KILN` = the checkout): `cargo install` of `kiln`, a
+//! copy of `checks/consumer`, its toolchain by `kiln bootstrap` (not the checkout's xtask), the
+//! copy pointed at kiln-build with `cargo add`, its wheel by maturin, `kiln audit` against the
+//! copy's own Cargo.toml and `kiln doctor`. Then checks what
 //! the block cannot say by itself:
 //! - the wheel's fatbin holds exactly the targets of the consumer's matrix (which must differ
 //!   from kiln's, or the test would prove nothing), and the same wheel fails against kiln's own
@@ -15,7 +16,8 @@
 //!
 //! Shared, so a second run rebuilds little: CARGO_TARGET_DIR is the checkout's `target/` (kiln's
 //! own release build of `kiln`, the registry crates the consumer shares with kiln's lock, and
-//! the content-addressed kernel cache).
+//! the content-addressed kernel cache), and XDG_DATA_HOME is `target/consumer-data`, so
+//! `kiln bootstrap` installs the toolchain once and verifies it on later runs.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -64,9 +66,11 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         .env("KILN", &root)
         .env("CARGO_TARGET_DIR", root.join("target"))
         .env("CARGO_INSTALL_ROOT", &install)
+        .env("XDG_DATA_HOME", root.join("target/consumer-data"))
         .env("PATH", consumer_path(&install.join("bin"), &root));
-    // The toolchain only as the block gets it (`source "$KILN/.toolchain/env"`), not from the
-    // environment `cargo xtask test` gives its suites.
+    // The toolchain only as the block gets it (`kiln bootstrap`, then
+    // `source "$(kiln bootstrap --env-file)"`), not from the environment `cargo xtask test`
+    // gives its suites nor from the checkout's `.toolchain/`.
     for (var, _) in layout.vars() {
         if var != "PATH" {
             sh.env_remove(var);
@@ -391,6 +395,9 @@ mod tests {
             std::fs::read_to_string(crate::toolchain::repo_root().join("README.md")).unwrap();
         let block = super::readme_block(&readme).unwrap();
         assert!(block.contains("cargo add --build kiln-build"), "{block}");
+        // The toolchain comes from `kiln bootstrap`, not from a kiln checkout's xtask.
+        assert!(block.contains("\nkiln bootstrap"), "{block}");
+        assert!(!block.contains("xtask"), "{block}");
         assert!(
             block.contains("kiln audit dist/*.whl --policy Cargo.toml"),
             "{block}"

@@ -14,9 +14,9 @@ pub struct Args {
     /// Print the manifest as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Print every compile/link job (inputs, command, output) as JSON and run nothing; an
+    /// Print every job (inputs, command, output) as JSON and run nothing; an
     /// external executor runs them (checks/plan/run_plan.py is the minimal one) and a later
-    /// `cargo xtask kernels --cache-dir DIR` combines their outputs. CUDA C++ sources only.
+    /// `cargo xtask kernels --cache-dir DIR` combines their outputs. C++ and Rust kernels.
     #[arg(long)]
     pub emit_plan: bool,
     /// The kernel directory (default: the checkout's kernels/).

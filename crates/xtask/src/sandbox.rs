@@ -289,7 +289,7 @@ mod tests {
         std::fs::write(source.join("crates/a/lib.rs"), "").unwrap();
         let sb = Sandbox::at(&dir.path().join("sb"), dir.path().join("target"));
         sb.prepare(&source).unwrap();
-        let layout = Layout::new();
+        let layout = crate::toolchain::checkout_layout();
         sb.home_is_unwritable(&layout).unwrap();
         for script in [
             "mkdir -p \"$HOME/.cache/zig\"",

@@ -1,8 +1,10 @@
 //! Cargo-level incremental behaviour of the kernel build, on a copy of the workspace's kernel
 //! crates: a no-op `cargo build` runs no kernel job (the build script does not even run), a
 //! touched .cu reruns the build script but compiles nothing (content unchanged), and an edited
-//! .cu recompiles exactly that file's jobs, and an edited Rust kernel (kernels/rust) reruns only
-//! the Rust kernel jobs (its PTX, ptxas per SASS target, the PTX merge) — no nvcc job.
+//! .cu recompiles exactly that file's jobs (and the merge of the Rust PTX into each `+PTX`
+//! target's module, which reads that target's C++ PTX; no Rust compile), and an edited Rust
+//! kernel (kernels/rust) reruns only the Rust kernel jobs (its PTX, ptxas per SASS target, the
+//! PTX merge) — no nvcc job.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,6 +54,7 @@ impl Workspace {
         for c in [
             "kiln-kernel-params",
             "kiln-pins",
+            "kiln-toolchain",
             "kiln-build",
             "kiln-fatbin",
             "kiln-manifest",
@@ -159,15 +162,27 @@ fn noop_touch_and_edit_do_only_the_work_they_must() {
     )
     .unwrap();
     let (_, edited) = ws.build();
+    eprintln!("after the .cu edit: {edited:?}");
     assert_eq!(
         (edited.compiled, edited.cached),
         (targets, targets),
         "{edited}"
     );
+    // No Rust compile (the crate's PTX, ptxas per SASS target) reruns. The merge of the Rust
+    // PTX into a `+PTX` target's module does: it reads the edited C++ target's linked PTX.
+    let ptx_targets = kiln_pins::Pins::load(&ws.root.join("Cargo.toml"))
+        .unwrap()
+        .matrix
+        .targets()
+        .iter()
+        .filter(|t| t.kind == kiln_pins::TargetKind::Ptx)
+        .count();
     assert_eq!(
-        edited.rust_compiled, 0,
-        "a .cu edit runs no Rust job: {edited}"
+        edited.rust_compiled - edited.rust_merged,
+        0,
+        "a .cu edit compiles no Rust kernel: {edited:?}"
     );
+    assert!(edited.rust_merged <= ptx_targets, "{edited:?}");
 
     // Edit one Rust kernel (a real code change, unique to this run): every Rust kernel job
     // reruns, not one nvcc job does.

@@ -2,6 +2,7 @@
 //! the exit code of a run that completed, or the error `main` prints (exit 2).
 
 pub mod audit;
+pub mod bootstrap;
 pub mod doctor;
 mod escape;
 pub mod wheel;

@@ -1,4 +1,4 @@
-//! Finding nvcc and proving, in seconds, that it is the pinned one and supports the matrix.
+//! Finding nvcc (the CUDA toolkit) and proving, in seconds, that it is the pinned one and supports the matrix.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -6,7 +6,8 @@ use std::process::Command;
 
 use kiln_pins::{Pins, TargetKind};
 
-use crate::error::BuildError;
+use crate::error::ToolchainError;
+use crate::layout::Layout;
 
 /// A verified CUDA toolkit.
 #[derive(Debug, Clone)]
@@ -28,12 +29,14 @@ pub fn parse_nvcc_version(text: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// Where nvcc is looked for, in order: KILN_NVCC, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, and the
-/// workspace's `.toolchain/` from `cargo xtask bootstrap`.
+/// Where nvcc is looked for, in order: KILN_NVCC, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, the
+/// workspace's `.toolchain/` (`cargo xtask bootstrap` in a kiln checkout), then the per-user
+/// install `kiln bootstrap` makes for these pins ([`Layout::per_user`]).
 pub fn locate(
     env: &dyn Fn(&str) -> Option<OsString>,
-    workspace: &Path,
-) -> Result<PathBuf, BuildError> {
+    pins: &Pins,
+) -> Result<PathBuf, ToolchainError> {
+    let workspace = pins.root();
     let mut searched = Vec::new();
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(p) = env("KILN_NVCC") {
@@ -47,14 +50,17 @@ pub fn locate(
     if let Some(path) = env("PATH") {
         candidates.extend(std::env::split_paths(&path).map(|d| d.join("nvcc")));
     }
-    candidates.push(workspace.join(".toolchain/cuda/nvidia/cu13/bin/nvcc"));
+    candidates.push(Layout::in_checkout(workspace).cuda_home().join("bin/nvcc"));
+    if let Some(user) = Layout::per_user(env, pins) {
+        candidates.push(user.cuda_home().join("bin/nvcc"));
+    }
     for c in candidates {
         if c.is_file() {
             return Ok(c);
         }
         searched.push(c.display().to_string());
     }
-    Err(BuildError::NvccNotFound {
+    Err(ToolchainError::NvccNotFound {
         searched: summarize(&searched),
     })
 }
@@ -67,14 +73,14 @@ fn summarize(paths: &[String]) -> String {
 }
 
 /// Runs `nvcc --version` and `--list-gpu-code`, and checks both against the pins.
-pub fn preflight(nvcc: &Path, pins: &Pins) -> Result<Toolkit, BuildError> {
+pub fn preflight(nvcc: &Path, pins: &Pins) -> Result<Toolkit, ToolchainError> {
     let version_text = run(nvcc, &["--version"])?;
-    let version = parse_nvcc_version(&version_text).ok_or_else(|| BuildError::Tool {
+    let version = parse_nvcc_version(&version_text).ok_or_else(|| ToolchainError::Tool {
         tool: nvcc.display().to_string(),
         message: format!("unrecognised `nvcc --version` output: {version_text:?}"),
     })?;
     if version != pins.toolchain.nvcc {
-        return Err(BuildError::NvccVersion {
+        return Err(ToolchainError::NvccVersion {
             path: nvcc.to_path_buf(),
             found: version,
             pinned: pins.toolchain.nvcc.clone(),
@@ -90,7 +96,7 @@ pub fn preflight(nvcc: &Path, pins: &Pins) -> Result<Toolkit, BuildError> {
                 TargetKind::Sass => target.arch.sm(),
                 TargetKind::Ptx => target.arch.compute(),
             };
-            return Err(BuildError::UnsupportedTarget {
+            return Err(ToolchainError::UnsupportedTarget {
                 path: nvcc.to_path_buf(),
                 target: label,
                 supported: supported.join(" "),
@@ -98,12 +104,12 @@ pub fn preflight(nvcc: &Path, pins: &Pins) -> Result<Toolkit, BuildError> {
         }
     }
     let bin = nvcc.parent().unwrap_or(Path::new("."));
-    let sibling = |name: &str| -> Result<PathBuf, BuildError> {
+    let sibling = |name: &str| -> Result<PathBuf, ToolchainError> {
         let p = bin.join(name);
         if p.is_file() {
             Ok(p)
         } else {
-            Err(BuildError::Tool {
+            Err(ToolchainError::Tool {
                 tool: name.into(),
                 message: format!("not found next to nvcc ({})", p.display()),
             })
@@ -129,16 +135,16 @@ impl Toolkit {
     }
 }
 
-fn run(program: &Path, args: &[&str]) -> Result<String, BuildError> {
+fn run(program: &Path, args: &[&str]) -> Result<String, ToolchainError> {
     let out = Command::new(program)
         .args(args)
         .output()
-        .map_err(|e| BuildError::Tool {
+        .map_err(|e| ToolchainError::Tool {
             tool: program.display().to_string(),
             message: format!("cannot run it: {e}"),
         })?;
     if !out.status.success() {
-        return Err(BuildError::Tool {
+        return Err(ToolchainError::Tool {
             tool: format!("{} {}", program.display(), args.join(" ")),
             message: String::from_utf8_lossy(&out.stderr).into_owned(),
         });
@@ -164,12 +170,16 @@ mod tests {
             "PATH" => Some(OsString::from("/nonexistent/bin")),
             _ => None,
         };
-        let err = locate(&env, Path::new("/nonexistent/ws"))
-            .unwrap_err()
-            .to_string();
+        let pins = Pins::parse(
+            "[workspace.metadata.kiln]\narchs = [\"8.0\"]\n",
+            Path::new("/nonexistent/ws/Cargo.toml"),
+        )
+        .unwrap();
+        let err = locate(&env, &pins).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/ws/.toolchain/cuda"), "{err}");
         assert!(err.contains("/nonexistent/cuda/bin/nvcc"), "{err}");
         assert!(
-            err.contains("cargo xtask bootstrap") && err.contains("nix develop"),
+            err.contains("kiln bootstrap") && err.contains("nix develop"),
             "{err}"
         );
     }

@@ -1,0 +1,210 @@
+//! The local executor of a [`BuildPlan`]: each stage's jobs in parallel under the jobserver,
+//! each through the one cache prologue ([`Cache::produce`]) and the one progress line.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::cache::{Cache, Outcome};
+use crate::error::BuildError;
+use crate::plan::{BuildPlan, RustJobs};
+use crate::pool;
+use crate::progress::{self, Summary};
+
+/// How jobs are run: the jobserver, and whether progress lines are printed.
+pub(crate) struct Executor<'a> {
+    pub client: &'a jobserver::Client,
+    pub progress: bool,
+}
+
+/// Writes a job's output to the staging path it is given.
+pub(crate) type Make<'a> = Box<dyn Fn(&std::path::Path) -> Result<(), BuildError> + Sync + 'a>;
+
+/// One runnable job: how it appears in progress lines, its cache key and extension, how
+/// expensive it is expected to be, and what writes its output.
+pub(crate) struct Task<'a> {
+    pub verb: &'static str,
+    pub what: String,
+    pub target: String,
+    pub key: &'a str,
+    pub ext: &'static str,
+    pub cost: u64,
+    pub kind: Counted,
+    pub make: Make<'a>,
+}
+
+/// Which summary count a job belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counted {
+    Compile,
+    Link,
+    Rust,
+    /// The Rust PTX appended to a `+PTX` target's linked PTX: a Rust kernel job in the
+    /// summary, but not a Rust compile (a C++ edit reruns it).
+    Merge,
+}
+
+/// What ran: each task's kind and outcome, in plan order.
+#[derive(Default)]
+pub(crate) struct Ran(pub Vec<(Counted, Outcome)>);
+
+impl Ran {
+    pub fn count(&self, kind: Counted, cached: bool) -> usize {
+        (self.0.iter())
+            .filter(|(k, o)| *k == kind && o.cached == cached)
+            .count()
+    }
+
+    /// Fills the job counts of `summary`.
+    pub fn summarize(&self, summary: &mut Summary) {
+        summary.compiled = self.count(Counted::Compile, false);
+        summary.cached = self.count(Counted::Compile, true);
+        summary.compile_jobs = summary.compiled + summary.cached;
+        summary.linked = self.count(Counted::Link, false);
+        summary.link_jobs = summary.linked + self.count(Counted::Link, true);
+        summary.rust_merged = self.count(Counted::Merge, false);
+        summary.rust_compiled = self.count(Counted::Rust, false) + summary.rust_merged;
+        summary.rust_jobs = summary.rust_compiled
+            + self.count(Counted::Rust, true)
+            + self.count(Counted::Merge, true);
+    }
+}
+
+impl Executor<'_> {
+    /// Runs one stage's tasks (costliest first), reporting each one that did not come from the
+    /// cache; every failing task's error, not only the first.
+    pub fn stage(
+        &self,
+        cache: &Cache,
+        tasks: &[Task<'_>],
+        ran: &mut Ran,
+    ) -> Result<(), BuildError> {
+        let total = tasks.len();
+        let finished = AtomicUsize::new(0);
+        let results = pool::run_costliest_first(
+            tasks,
+            self.client,
+            |t| t.cost,
+            |t| cache.produce(t.key, t.ext, &t.make),
+            |t, r| {
+                let n = finished.fetch_add(1, Ordering::SeqCst) + 1;
+                if let (true, Ok(o)) = (self.progress, r) {
+                    if !o.cached {
+                        progress::job_line(n, total, t.verb, &t.what, &t.target, o.elapsed);
+                    }
+                }
+            },
+        );
+        let outcomes = all_or_errors(results)?;
+        ran.0.extend(tasks.iter().map(|t| t.kind).zip(outcomes));
+        Ok(())
+    }
+}
+
+/// The tasks of each stage of `plan`, in [`crate::plan::Stage`] order (the combine is run by
+/// the caller after the manifest check).
+pub(crate) fn stages<'a>(plan: &'a BuildPlan, client: &'a jobserver::Client) -> Vec<Vec<Task<'a>>> {
+    let (tk, cache, flags) = (&plan.toolkit, &plan.cache, &plan.flags);
+    // Expected cost: the bytes the front end reads (source + project headers).
+    let bytes = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let mut compile: Vec<Task<'a>> = (plan.compiles.iter())
+        .map(|j| Task {
+            verb: "compiled",
+            what: j.name.clone(),
+            target: j.target.name(),
+            key: &j.key,
+            ext: j.ext(),
+            cost: bytes(&j.source) + j.headers.iter().map(|h| bytes(h)).sum::<u64>(),
+            kind: Counted::Compile,
+            make: Box::new(move |s| j.produce(tk, flags, s)),
+        })
+        .collect();
+    let links = (plan.links.iter())
+        .map(|j| Task {
+            verb: "linked",
+            what: "nvlink".into(),
+            target: j.target.name(),
+            key: &j.key,
+            ext: j.ext(),
+            cost: 0,
+            kind: Counted::Link,
+            make: Box::new(move |s| j.produce(tk, cache, s)),
+        })
+        .collect();
+    let (mut assemble, mut merge) = (Vec::new(), Vec::new());
+    if let Some(r) = &plan.rust {
+        let (ptx, ptxas, merges) = rust_tasks(plan, r, client);
+        compile.insert(0, ptx);
+        (assemble, merge) = (ptxas, merges);
+    }
+    vec![compile, assemble, links, merge]
+}
+
+fn rust_tasks<'a>(
+    plan: &'a BuildPlan,
+    r: &'a RustJobs,
+    client: &'a jobserver::Client,
+) -> (Task<'a>, Vec<Task<'a>>, Vec<Task<'a>>) {
+    let (tk, cache) = (&plan.toolkit, &plan.cache);
+    let ptx = Task {
+        verb: "compiled",
+        what: crate::rust::CRATE_DIR.into(),
+        target: crate::rust::PTX_CPU.into(),
+        key: &r.ptx.key,
+        ext: crate::rust::RUST_PTX_EXT,
+        // The longest job (it builds `core` first): started first, beside the nvcc jobs.
+        cost: u64::MAX,
+        kind: Counted::Rust,
+        make: Box::new(move |s| r.ptx.produce(&r.rustc, cache, client, s)),
+    };
+    let ptxas = (r.ptxas.iter())
+        .map(|j| Task {
+            verb: "ptxas",
+            what: "rust".into(),
+            target: j.target.name(),
+            key: &j.key,
+            ext: "rs.o",
+            cost: 0,
+            kind: Counted::Rust,
+            make: Box::new(move |s| j.produce(tk, s)),
+        })
+        .collect();
+    let merges = (r.merges.iter())
+        .map(|j| Task {
+            verb: "merged",
+            what: "rust ptx".into(),
+            target: j.target.name(),
+            key: &j.key,
+            ext: "ptx",
+            cost: 0,
+            kind: Counted::Merge,
+            make: Box::new(move |s| j.produce(tk, cache, s)),
+        })
+        .collect();
+    (ptx, ptxas, merges)
+}
+
+/// Every failing job's error, not only the first: a syntax error in two files shows both.
+fn all_or_errors(results: Vec<Result<Outcome, BuildError>>) -> Result<Vec<Outcome>, BuildError> {
+    let mut errors: Vec<String> = Vec::new();
+    let mut ok = Vec::new();
+    let mut first = None;
+    for r in results {
+        match r {
+            Ok(o) => ok.push(o),
+            Err(e) => {
+                let text = e.to_string();
+                if !errors.contains(&text) {
+                    errors.push(text);
+                }
+                first.get_or_insert(e);
+            }
+        }
+    }
+    match first {
+        None => Ok(ok),
+        Some(e) if errors.len() == 1 => Err(e),
+        Some(_) => Err(BuildError::Tool {
+            tool: "nvcc".into(),
+            message: errors.join("\n\n"),
+        }),
+    }
+}
