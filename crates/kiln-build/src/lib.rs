@@ -78,6 +78,8 @@
 //! A `kernels/rust` crate is the second source kind ([`rust`]): one PTX from the kernel rustc,
 //! `ptxas` per SASS target, linked by the same `nvlink` into the same per-target modules.
 
+#![warn(missing_docs)]
+
 pub mod abi;
 pub mod cache;
 pub mod deps;

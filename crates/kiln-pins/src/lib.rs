@@ -3,6 +3,8 @@
 //! Everything that needs a version or the arch matrix (kiln-build, xtask, the audit, the doctor)
 //! goes through [`Pins::load`]; Nix reads the same table with `builtins.fromTOML`.
 
+#![warn(missing_docs)]
+
 mod error;
 pub mod layered;
 mod pins;

@@ -15,7 +15,9 @@ pub struct Toolchain {
     pub nvcc: String,
     /// cuobjdump / nvdisasm version for cross-checks.
     pub cuda_tools: String,
+    /// LLVM major release of clang (`llvmPackages_<N>` in Nix), e.g. 21.
     pub clang_major: u32,
+    /// libclang PyPI wheel version (`libclang-ng`), for bindgen without Nix.
     pub libclang_ng: String,
     /// rust-overlay nightly date, "YYYY-MM-DD".
     pub rust_nightly: String,
@@ -26,6 +28,7 @@ pub struct Toolchain {
     /// when apt no longer offers `kernel-rustc`; kiln-build accepts either.
     #[serde(default)]
     pub kernel_rustc_fallback: Option<String>,
+    /// maturin release, for PyPI and nixpkgs alike.
     pub maturin: String,
 }
 
@@ -57,13 +60,16 @@ pub struct RuntimeLib {
     pub requires: String,
     /// Where the wheel puts its libraries, relative to site-packages.
     pub lib_dir: String,
+    /// The shared libraries the wheel provides, e.g. "libcudnn.so.9".
     pub sonames: Vec<String>,
 }
 
 /// What a runtime pin's `requires` says about the ABI: the soname major and the oldest minor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AbiRange {
+    /// The soname major version, e.g. 9 for `>=9.19,<10`.
     pub major: u64,
+    /// The oldest minor release of that major kiln supports, e.g. 19.
     pub min_minor: u64,
 }
 
@@ -195,9 +201,11 @@ struct RawKiln {
 pub struct Pins {
     /// The Cargo.toml it came from.
     pub manifest: PathBuf,
+    /// The validated `archs` list with its `+PTX` flags.
     pub matrix: ArchMatrix,
     /// Oldest supported driver major version (e.g. 580).
     pub min_driver: u32,
+    /// The pinned tool versions (`[workspace.metadata.kiln.toolchain]`).
     pub toolchain: Toolchain,
     /// Keyed by short name: "cudart", "cublas", "cudnn", "nccl".
     pub runtime: BTreeMap<String, RuntimeLib>,

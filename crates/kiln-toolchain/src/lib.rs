@@ -14,6 +14,8 @@
 //! The pins are whatever [`kiln_pins::Pins`] the caller loaded: a project's own table layered
 //! over kiln's ([`kiln_pins::layered`]), so a project's toolchain is kiln's.
 
+#![warn(missing_docs)]
+
 pub mod install;
 pub mod kernel_rustc;
 pub mod layout;
