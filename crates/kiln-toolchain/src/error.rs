@@ -3,36 +3,65 @@ use std::path::PathBuf;
 /// Why the pinned toolchain could not be found, verified or installed.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolchainError {
+    /// No nvcc in any of the places [`crate::nvcc`] searches.
     #[error(
         "nvcc not found (looked in: {searched}).\n  \
          Install the pinned CUDA toolkit with `kiln bootstrap` (in a kiln checkout: `cargo xtask bootstrap`; no Nix needed), \
          or enter the pinned shell with `nix develop`."
     )]
-    NvccNotFound { searched: String },
+    NvccNotFound {
+        /// The places looked in, summarized for the message.
+        searched: String,
+    },
+    /// The nvcc found is not the pinned release.
     #[error(
         "nvcc at {path} is {found}, but kiln pins nvcc {pinned} ([workspace.metadata.kiln.toolchain] in Cargo.toml).\n  \
          Use the pinned toolkit: `kiln bootstrap` (in a kiln checkout: `cargo xtask bootstrap`, then `source .toolchain/env`) or `nix develop`."
     )]
     NvccVersion {
+        /// The nvcc that was found.
         path: PathBuf,
+        /// The release it reports (`nvcc --version`).
         found: String,
+        /// The release `[workspace.metadata.kiln.toolchain]` pins.
         pinned: String,
     },
+    /// The nvcc found cannot compile one of the arch matrix's targets.
     #[error("nvcc at {path} does not support {target} (it supports: {supported}); fix the arch matrix or the toolkit pin")]
     UnsupportedTarget {
+        /// The nvcc that was asked.
         path: PathBuf,
+        /// The matrix target it lacks, e.g. "sm_120".
         target: String,
+        /// The targets it lists, space-separated.
         supported: String,
     },
+    /// A toolkit program could not be run, failed, gave unrecognised output, or is missing
+    /// beside nvcc.
     #[error("{tool} failed: {message}")]
-    Tool { tool: String, message: String },
+    Tool {
+        /// The program (with its arguments when it ran and failed).
+        tool: String,
+        /// What went wrong: its stderr, or why it could not be used.
+        message: String,
+    },
+    /// The kernel rustc (for `kernels/rust`) is missing or not a pinned release.
     #[error("kernel rustc: {0}")]
     KernelRustc(String),
+    /// Installing a toolchain component failed.
     #[error("installing {component}: {message}")]
-    Install { component: String, message: String },
+    Install {
+        /// The component being installed, e.g. "cuda" or "rust-kernel".
+        component: String,
+        /// Why it failed.
+        message: String,
+    },
+    /// A file-system operation failed.
     #[error("{context}: {source}")]
     Io {
+        /// What was being done, naming the path.
         context: String,
+        /// The I/O error.
         source: std::io::Error,
     },
 }

@@ -30,20 +30,26 @@ pub struct Options {
 /// One component after [`install`].
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ComponentStatus {
+    /// The component's name, e.g. "cuda" or "libclang".
     pub name: String,
     /// "ok" (already there), "installed", or "skipped".
     pub action: String,
     /// What was verified, e.g. "nvcc 13.0.88"; why, for "skipped".
     pub what: String,
+    /// Wall-clock seconds this component took (verify, plus install when it ran).
     pub seconds: f64,
 }
 
 /// The result of [`install`]: where, the env file, every component.
 #[derive(Debug, Clone, Serialize)]
 pub struct Installed {
+    /// The toolchain directory installed into.
     pub root: PathBuf,
+    /// The env file to `source`, exporting the toolchain's variables.
     pub env_file: PathBuf,
+    /// Every component's outcome, in install order.
     pub components: Vec<ComponentStatus>,
+    /// Wall-clock seconds for the whole install.
     pub seconds: f64,
 }
 

@@ -16,7 +16,9 @@ pub const DEVICE_TARGET: &str = "nvptx64-nvidia-cuda";
 /// A verified kernel rustc and the cargo beside it.
 #[derive(Debug, Clone)]
 pub struct KernelRustc {
+    /// The rustc binary (passed to cargo as `RUSTC`, with `RUSTC_BOOTSTRAP=1` for `-Zbuild-std`).
     pub rustc: PathBuf,
+    /// The cargo of the same toolchain, which drives the `kernels/rust` build.
     pub cargo: PathBuf,
     /// `rustc -vV`, verbatim (recorded in the manifest).
     pub version_verbose: String,

@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 /// Paths inside one toolchain directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
+    /// The toolchain directory every other path is under.
     pub root: PathBuf,
 }
 
@@ -46,18 +47,23 @@ impl Layout {
     pub fn cuda_site(&self) -> PathBuf {
         self.root.join("cuda")
     }
+    /// `CUDA_HOME`/`CUDA_PATH`: the toolkit inside the cuda-toolkit site (`bin/nvcc`, headers).
     pub fn cuda_home(&self) -> PathBuf {
         self.cuda_site().join("nvidia/cu13")
     }
+    /// pip --target of the cuda-tools component (cuobjdump, nvdisasm: newer than the toolkit pin).
     pub fn cuda_tools_site(&self) -> PathBuf {
         self.root.join("cuda-tools")
     }
+    /// The cuobjdump/nvdisasm directory, put on `PATH` after the toolkit's `bin`.
     pub fn cuda_tools_bin(&self) -> PathBuf {
         self.cuda_tools_site().join("nvidia/cu13/bin")
     }
+    /// pip --target of the libclang-ng wheel (bindgen without Nix).
     pub fn libclang_site(&self) -> PathBuf {
         self.root.join("libclang")
     }
+    /// `LIBCLANG_PATH`: the directory holding libclang.so.
     pub fn libclang_dir(&self) -> PathBuf {
         self.libclang_site().join("clang/native")
     }
@@ -65,6 +71,7 @@ impl Layout {
     pub fn py_site(&self) -> PathBuf {
         self.root.join("py")
     }
+    /// The shell file to `source` for the toolchain's variables (written by the install).
     pub fn env_file(&self) -> PathBuf {
         self.root.join("env")
     }

@@ -12,8 +12,11 @@ use crate::layout::Layout;
 /// A verified CUDA toolkit.
 #[derive(Debug, Clone)]
 pub struct Toolkit {
+    /// The nvcc binary that passed the preflight.
     pub nvcc: PathBuf,
+    /// The `fatbinary` beside it, which packs the per-target modules into one fatbin.
     pub fatbinary: PathBuf,
+    /// The `nvlink` beside it, which links device code per SASS target.
     pub nvlink: PathBuf,
     /// "13.0.88"
     pub version: String,
