@@ -25,13 +25,19 @@ const BASE_FLAGS: &[&str] = &["-std=c++17", "-O3"];
 /// Files a kernel build writes into its output directory.
 #[derive(Debug, Clone)]
 pub struct BuildOutput {
+    /// The combined fatbin for the whole arch matrix.
     pub fatbin: PathBuf,
+    /// `kernels.manifest.json`, the written [`BuildOutput::manifest`].
     pub manifest_path: PathBuf,
+    /// The bindgen ABI module (`kiln_abi.rs`); None when bindgen is off.
     pub abi: Option<PathBuf>,
+    /// What each target holds and how it was built (toolchain, provenance).
     pub manifest: Manifest,
+    /// The job counts and timings (also written to `kernels.summary.json`).
     pub summary: Summary,
 }
 
+/// A configured kernel build: the pins, where sources, outputs and the cache live, and how to run.
 pub struct KernelBuild {
     pins: Pins,
     kernels_dir: PathBuf,
@@ -85,16 +91,19 @@ impl KernelBuild {
         }
     }
 
+    /// Puts the content-addressed cache in `dir` (e.g. one shared across builds) instead of `out_dir`.
     pub fn cache_dir(mut self, dir: PathBuf) -> Self {
         self.cache_dir = dir;
         self
     }
 
+    /// Whether to run bindgen over `kernels/include` into `kiln_abi.rs` (on by default).
     pub fn bindgen(mut self, on: bool) -> Self {
         self.bindgen = on;
         self
     }
 
+    /// Whether to print a line per job and the summary on stderr (on by default).
     pub fn progress(mut self, on: bool) -> Self {
         self.progress = on;
         self
@@ -106,6 +115,8 @@ impl KernelBuild {
         self
     }
 
+    /// Uses `client` as the jobserver bounding parallel jobs (default: the inherited one, else a
+    /// local one sized to the CPUs).
     pub fn jobserver(mut self, client: jobserver::Client) -> Self {
         self.client = client;
         self

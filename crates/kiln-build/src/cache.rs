@@ -13,6 +13,7 @@ use crate::error::{io, BuildError};
 pub struct KeyBuilder(Sha256);
 
 impl KeyBuilder {
+    /// Starts a key for one kind of job, so jobs of different kinds over the same inputs differ.
     pub fn new(kind: &str) -> KeyBuilder {
         let mut h = Sha256::new();
         h.update(b"kiln-build cache v1\0");
@@ -29,11 +30,13 @@ impl KeyBuilder {
         self
     }
 
+    /// Adds a file's contents as a labelled field.
     pub fn file(self, label: &str, path: &Path) -> Result<KeyBuilder, BuildError> {
         let bytes = std::fs::read(path).map_err(io(format!("reading {}", path.display())))?;
         Ok(self.field(label, &bytes))
     }
 
+    /// The key: the hex SHA-256 of everything added.
     pub fn finish(self) -> String {
         hex::encode(self.0.finalize())
     }
@@ -42,15 +45,18 @@ impl KeyBuilder {
 /// A directory of `<key>.<ext>` files.
 #[derive(Debug, Clone)]
 pub struct Cache {
+    /// The cache directory.
     pub dir: PathBuf,
 }
 
 impl Cache {
+    /// Opens the cache at `dir`, creating it if needed.
     pub fn new(dir: PathBuf) -> Result<Cache, BuildError> {
         std::fs::create_dir_all(&dir).map_err(io(format!("creating cache {}", dir.display())))?;
         Ok(Cache { dir })
     }
 
+    /// Where the entry for `key` with extension `ext` lives (`<key>.<ext>`).
     pub fn path(&self, key: &str, ext: &str) -> PathBuf {
         self.dir.join(format!("{key}.{ext}"))
     }
@@ -62,6 +68,7 @@ impl Cache {
             .join(format!("{key}.{}.tmp.{ext}", std::process::id()))
     }
 
+    /// Renames a finished staging file to its entry's path, and returns that path.
     pub fn commit(&self, staging: &Path, key: &str, ext: &str) -> Result<PathBuf, BuildError> {
         let dest = self.path(key, ext);
         std::fs::rename(staging, &dest).map_err(io(format!("storing {}", dest.display())))?;
@@ -103,8 +110,11 @@ impl Cache {
 /// What happened to one job.
 #[derive(Debug, Clone)]
 pub struct Outcome {
+    /// The cache entry holding the job's output.
     pub output: PathBuf,
+    /// Whether the output came from the cache rather than a run.
     pub cached: bool,
+    /// Time taken, for the progress line (near zero on a hit).
     pub elapsed: Duration,
 }
 

@@ -6,25 +6,34 @@ use std::time::Duration;
 /// Counts for one kernel build.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct Summary {
+    /// The `.cu` sources built (each compiled once per target).
     pub sources: usize,
     /// "sm_80", …, "compute_120"
     pub targets: Vec<String>,
+    /// nvcc compile jobs in the plan (`compiled` + `cached`).
     pub compile_jobs: usize,
+    /// Compile jobs that ran.
     pub compiled: usize,
+    /// Compile jobs whose output came from the cache.
     pub cached: usize,
+    /// nvlink jobs in the plan (`linked` + the cached ones).
     pub link_jobs: usize,
+    /// nvlink jobs that ran (the rest came from the cache).
     pub linked: usize,
     /// Jobs of the Rust kernel crate (its PTX, ptxas per SASS target, PTX merges; 0 without
     /// kernels/rust), and how many of them ran (not from the cache).
     #[serde(default)]
     pub rust_jobs: usize,
+    /// How many of `rust_jobs` ran rather than came from the cache (merges included).
     #[serde(default)]
     pub rust_compiled: usize,
     /// Of `rust_compiled`, the PTX merges: a merge joins the Rust PTX to a `+PTX` target's
     /// linked C++ PTX, so it reruns after a C++ edit too (no Rust compile does).
     #[serde(default)]
     pub rust_merged: usize,
+    /// Wall-clock seconds for the whole build.
     pub wall_seconds: f64,
+    /// Size of the combined fatbin.
     pub fatbin_bytes: u64,
 }
 
