@@ -7,6 +7,7 @@ use kiln_pins::{Pins, TargetKind};
 
 use crate::error::BuildError;
 
+/// The manifest before any target is described: the matrix, the toolchain and the build inputs.
 pub fn new(pins: &Pins, nvcc_version: &str, flags: &[String], sources: Vec<String>) -> Manifest {
     let t = &pins.toolchain;
     Manifest {

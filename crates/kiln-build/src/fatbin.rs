@@ -27,6 +27,7 @@ pub fn command(toolkit: &Toolkit, modules: &[(Target, PathBuf)], out: &Path) -> 
     cmd
 }
 
+/// Runs `fatbinary`, combining each target's module into the fatbin at `out`.
 pub fn combine(
     toolkit: &Toolkit,
     modules: &[(Target, PathBuf)],

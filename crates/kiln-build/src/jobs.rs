@@ -15,20 +15,29 @@ use crate::cache::{Cache, KeyBuilder};
 use crate::error::{io, BuildError};
 use crate::toolkit::Toolkit;
 
+/// One nvcc run: one `.cu` source compiled for one target (a relocatable cubin, or LTO IR for PTX).
 #[derive(Debug, Clone)]
 pub struct CompileJob {
+    /// The `.cu` file.
     pub source: PathBuf,
     /// File name relative to kernels/, for messages and the manifest.
     pub name: String,
+    /// The project headers it includes (from the dependency scan), each part of the key.
     pub headers: Vec<PathBuf>,
+    /// The target it is compiled for.
     pub target: Target,
+    /// Its cache key: nvcc version, target, flags, name, source and header contents.
     pub key: String,
 }
 
+/// One nvlink run: every compile output of one target linked into that target's module.
 #[derive(Debug, Clone)]
 pub struct LinkJob {
+    /// The target whose module this links.
     pub target: Target,
+    /// The objects to link: the target's compile outputs (and Rust kernel objects, if any).
     pub inputs: Vec<PathBuf>,
+    /// Its cache key: nvcc version, target and the inputs' keys.
     pub key: String,
 }
 
@@ -50,6 +59,7 @@ fn key_flags(flags: &[String], kernels_dir: &Path) -> Vec<String> {
 }
 
 impl CompileJob {
+    /// Keys a compile of `source` (file name `name`) for `target`, reading the source and headers.
     pub fn new(
         source: &Path,
         name: &str,
@@ -78,6 +88,7 @@ impl CompileJob {
         })
     }
 
+    /// The cache extension of its output: `cubin` for SASS, `lto.o` (LTO IR) for PTX.
     pub fn ext(&self) -> &'static str {
         match self.target.kind {
             TargetKind::Sass => "cubin",
@@ -85,6 +96,7 @@ impl CompileJob {
         }
     }
 
+    /// nvcc's arguments: the common `flags`, then the target's `-gencode`, `-o output` and the source.
     pub fn args(&self, flags: &[String], output: &Path) -> Vec<String> {
         let a = self.target.arch;
         let mut args: Vec<String> = flags.to_vec();
@@ -144,6 +156,7 @@ impl CompileJob {
 }
 
 impl LinkJob {
+    /// Keys the link of `target` over `inputs`, given as (cache key, path) pairs.
     pub fn new(target: Target, inputs: Vec<(String, PathBuf)>, toolkit: &Toolkit) -> LinkJob {
         let mut key = KeyBuilder::new("link")
             .field("nvcc", toolkit.version.as_bytes())
@@ -158,6 +171,7 @@ impl LinkJob {
         }
     }
 
+    /// The cache extension of the module: `cubin` for SASS, `ptx` for a `+PTX` target.
     pub fn ext(&self) -> &'static str {
         match self.target.kind {
             TargetKind::Sass => "cubin",

@@ -9,6 +9,8 @@ use std::process::Command;
 
 use kiln_manifest::Provenance;
 
+/// The commit, dirty flag and compiler versions of this build; with `cargo` (inside a build
+/// script) it also prints the `rerun-if` directives that keep the commit current.
 pub fn collect(
     workspace: &Path,
     env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
