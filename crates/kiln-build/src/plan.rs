@@ -39,6 +39,7 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// Every stage, in run order.
     pub const ALL: [Stage; 5] = [
         Stage::Compile,
         Stage::Assemble,
@@ -48,11 +49,13 @@ impl Stage {
     ];
 }
 
+/// One job of a [`Plan`], self-contained: what it reads, the exact command, where it writes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlannedJob {
     /// `compile:<source>:<target>`, `rust:ptx`, `ptxas:<target>`, `link:<target>`,
     /// `merge:<target>` or `combine`.
     pub id: String,
+    /// The stage it runs in; jobs of one stage can run in parallel.
     pub stage: Stage,
     /// The target ("sm_80" …); the PTX's CPU for `rust:ptx`; empty for `combine`.
     pub target: String,
@@ -75,8 +78,10 @@ pub struct PlannedJob {
     pub output: PathBuf,
 }
 
+/// A kernel build as data (`--emit-plan`): the jobs for an outside executor to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
+    /// Version of the plan's JSON layout (currently 2).
     pub format: u32,
     /// The cache directory the outputs belong in (`KernelBuild::cache_dir` of the final build).
     pub cache_dir: PathBuf,
@@ -85,6 +90,7 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The plan as pretty-printed JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a plan serializes")
     }
@@ -93,40 +99,61 @@ impl Plan {
 /// The Rust kernel crate's jobs.
 #[derive(Debug, Clone)]
 pub struct RustJobs {
+    /// The kernel rustc (and its cargo) that builds the crate.
     pub rustc: KernelRustc,
+    /// The crate's one PTX compile.
     pub ptx: RustPtxJob,
+    /// `ptxas -c` of that PTX for each SASS target, to link with the C++ objects.
     pub ptxas: Vec<PtxasJob>,
+    /// The Rust PTX appended to each `+PTX` target's linked PTX.
     pub merges: Vec<MergeJob>,
 }
 
 /// One build's jobs, typed: what `run` executes and `plan` prints.
 #[derive(Debug, Clone)]
 pub struct BuildPlan {
+    /// The verified nvcc (and fatbinary, nvlink) every job runs.
     pub toolkit: Toolkit,
+    /// The nvcc flags every compile job shares.
     pub flags: Vec<String>,
+    /// The cache the jobs' outputs are keyed into.
     pub cache: Cache,
+    /// The `.cu` sources, one compile per target each.
     pub sources: Vec<PathBuf>,
+    /// The matrix's targets: SASS ones and `+PTX` ones.
     pub targets: Vec<Target>,
+    /// nvcc compiles, one per (source, target).
     pub compiles: Vec<CompileJob>,
+    /// The Rust kernel crate's jobs, if there is a `kernels/rust`.
     pub rust: Option<RustJobs>,
+    /// nvlink jobs, one per target.
     pub links: Vec<LinkJob>,
+    /// Where the combined fatbin is written.
     pub fatbin: PathBuf,
 }
 
 /// What [`BuildPlan::new`] is built from: the located tools, the scanned sources.
 pub struct PlanInputs<'a> {
+    /// The verified nvcc (and fatbinary, nvlink) beside it.
     pub toolkit: Toolkit,
+    /// The nvcc flags every compile job gets.
     pub flags: Vec<String>,
+    /// The cache the jobs' outputs are keyed into.
     pub cache: Cache,
+    /// The kernels directory; paths under it are keyed relative to it.
     pub kernels_dir: &'a Path,
     /// Each source with the project headers it reads.
     pub sources: Vec<(PathBuf, Vec<PathBuf>)>,
+    /// The targets to build, from the arch matrix.
     pub targets: Vec<Target>,
+    /// The Rust kernel crate and the kernel rustc for it, if there is a `kernels/rust`.
     pub rust: Option<(rust::RustCrate, KernelRustc)>,
+    /// Where the combined fatbin goes.
     pub fatbin: PathBuf,
 }
 
 impl BuildPlan {
+    /// Keys every job (reading every source and header), without running anything.
     pub fn new(mut i: PlanInputs<'_>) -> Result<BuildPlan, BuildError> {
         let mut compiles = Vec::new();
         for (source, headers) in &i.sources {
