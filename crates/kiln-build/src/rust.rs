@@ -33,11 +33,14 @@ pub const CRATE_DIR: &str = "rust";
 /// depends on (its own, and those of its path dependencies), sorted.
 #[derive(Debug, Clone)]
 pub struct RustCrate {
+    /// The crate's directory, `kernels/rust`.
     pub dir: PathBuf,
+    /// Every file its PTX depends on (sources, manifests, the lockfile), keyed by content.
     pub files: Vec<PathBuf>,
 }
 
 impl RustCrate {
+    /// The crate in `kernels_dir`, if it has a `rust/Cargo.toml`, with its input files.
     pub fn discover(kernels_dir: &Path) -> Result<Option<RustCrate>, BuildError> {
         let dir = kernels_dir.join(CRATE_DIR);
         let manifest = dir.join("Cargo.toml");
@@ -145,12 +148,16 @@ fn ensure_lockfile(krate: &mut RustCrate, rustc: &KernelRustc) -> Result<(), Bui
 /// Compiles the crate to PTX (cached by every input file, the layouts, the rustc and flags).
 #[derive(Debug, Clone)]
 pub struct RustPtxJob {
+    /// The crate being compiled.
     pub krate: RustCrate,
+    /// The host's parameter-struct layouts as Rust assertions, compiled into the crate.
     pub layout: String,
+    /// Its cache key: rustc, target, CPU, layouts and every input file.
     pub key: String,
 }
 
 impl RustPtxJob {
+    /// Keys the crate's PTX compile (creating its lockfile first if missing).
     pub fn new(
         mut krate: RustCrate,
         rustc: &KernelRustc,
@@ -298,12 +305,16 @@ fn ptxas(toolkit: &Toolkit) -> PathBuf {
 /// with the C++ objects of that target. Keyed by the PTX job's key (known before it runs).
 #[derive(Debug, Clone)]
 pub struct PtxasJob {
+    /// The SASS target it assembles for.
     pub target: Target,
+    /// The Rust PTX in the cache (the PTX job's output).
     pub ptx: PathBuf,
+    /// Its cache key: nvcc version, target and the PTX job's key.
     pub key: String,
 }
 
 impl PtxasJob {
+    /// Keys the assembly of `ptx`'s output for `target`.
     pub fn new(target: Target, ptx: &RustPtxJob, cache: &Cache, toolkit: &Toolkit) -> PtxasJob {
         let key = KeyBuilder::new("ptxas")
             .field("nvcc", toolkit.version.as_bytes())
@@ -317,6 +328,7 @@ impl PtxasJob {
         }
     }
 
+    /// The `ptxas -c` command writing the object to `output`.
     pub fn command(&self, toolkit: &Toolkit, output: &Path) -> Command {
         let mut cmd = Command::new(ptxas(toolkit));
         cmd.arg(format!("-arch={}", self.target.arch.sm()))
@@ -326,6 +338,7 @@ impl PtxasJob {
         cmd
     }
 
+    /// Runs ptxas, writing `staging`.
     pub fn produce(&self, toolkit: &Toolkit, staging: &Path) -> Result<(), BuildError> {
         run_tool(
             &mut self.command(toolkit, staging),
@@ -342,13 +355,16 @@ pub const RUST_PTX_EXT: &str = "rs.ptx";
 /// Keyed by the link job's and the PTX job's keys.
 #[derive(Debug, Clone)]
 pub struct MergeJob {
+    /// The `+PTX` target whose module this is.
     pub target: Target,
     /// The linked C++ PTX, then the Rust PTX.
     pub inputs: [PathBuf; 2],
+    /// Its cache key: nvcc version, target, and the link and PTX jobs' keys.
     pub key: String,
 }
 
 impl MergeJob {
+    /// Keys the merge of `link`'s PTX with `ptx`'s.
     pub fn new(
         link: &crate::jobs::LinkJob,
         ptx: &RustPtxJob,
@@ -381,6 +397,7 @@ impl MergeJob {
         cmd
     }
 
+    /// Writes the merged PTX to `staging`, then checks it with ptxas.
     pub fn produce(
         &self,
         toolkit: &Toolkit,
