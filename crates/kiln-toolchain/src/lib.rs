@@ -8,8 +8,9 @@
 //! - [`kernel_rustc`]: the rustc that compiles `kernels/rust` for `nvptx64-nvidia-cuda`.
 //! - [`layout`]: where an install lives (`.toolchain/` in a kiln checkout, else
 //!   `$XDG_DATA_HOME/kiln/toolchain/<hash of the toolchain pins>`) and its env file.
-//! - [`install`]: the PyPI components (CUDA toolkit, cuobjdump/nvdisasm, libclang, maturin and
-//!   the test tools) by exact version, stamped and verified; the kernel rustc by apt as root.
+//! - [`install`](mod@install): the PyPI components (CUDA toolkit, cuobjdump/nvdisasm, libclang,
+//!   maturin and the test tools) by exact version, stamped and verified; the kernel rustc by apt
+//!   as root.
 //!
 //! The pins are whatever [`kiln_pins::Pins`] the caller loaded: a project's own table layered
 //! over kiln's ([`kiln_pins::layered`]), so a project's toolchain is kiln's.
