@@ -91,7 +91,7 @@ impl KernelBuild {
         }
     }
 
-    /// Puts the content-addressed cache in `dir` (e.g. one shared across builds) instead of `out_dir`.
+    /// Puts the content-addressed cache in `dir` (e.g. one shared by builds) instead of `out_dir`.
     pub fn cache_dir(mut self, dir: PathBuf) -> Self {
         self.cache_dir = dir;
         self

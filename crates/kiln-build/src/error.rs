@@ -68,7 +68,7 @@ pub enum BuildError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The build script's environment is unusable: a variable is unset, or disagrees with the build.
+    /// The build script's environment is unusable: a variable is unset or contradicts the build.
     #[error("{0}")]
     Env(String),
 }

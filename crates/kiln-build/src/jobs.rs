@@ -96,7 +96,7 @@ impl CompileJob {
         }
     }
 
-    /// nvcc's arguments: the common `flags`, then the target's `-gencode`, `-o output` and the source.
+    /// nvcc's arguments: the common `flags`, the target's `-gencode`, `-o output`, the source.
     pub fn args(&self, flags: &[String], output: &Path) -> Vec<String> {
         let a = self.target.arch;
         let mut args: Vec<String> = flags.to_vec();
