@@ -14,9 +14,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use kiln_test_support::repo_root as workspace;
 
 const DIST: &str = "kiln-0.1.0.dist-info";
 
