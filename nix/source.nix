@@ -14,7 +14,7 @@ let
     (lib.fileset.unions [
       (commonCargoSources root)
       (root + "/crates")
-      (root + "/tools")
+      (lib.fileset.maybeMissing (root + "/tools"))
       (lib.fileset.maybeMissing (root + "/kernels"))
       (lib.fileset.maybeMissing (root + "/checks"))
       # The wheel's build step and the derivation that runs it: crates/kiln/tests/wheel_finalize.rs
