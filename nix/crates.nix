@@ -56,7 +56,9 @@ let
     '';
   };
 
-  cargoArtifacts = craneLib.buildDepsOnly commonArgs;
+  # --workspace: the Cargo.toml's default-members are the product crates only; the dependency
+  # build covers tools/ too, since the clippy check (and nextest, less xtask) run on the workspace.
+  cargoArtifacts = craneLib.buildDepsOnly (commonArgs // { cargoExtraArgs = "--locked --workspace"; });
 
   # What every derivation on top of the dependency build gets. The commit (buildInfo, for the
   # kernels' build manifest: a Nix build has no .git) goes only to the derivations that ship a

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What Python and the dynamic loader make of kiln-hostile's generated inputs (the reference side
-of crates/kiln-hostile/tests/differential.rs).
+of tools/kiln-hostile/tests/differential.rs).
 
   pip_view.py wheels OUT.json WHEEL...   for each wheel: zipfile's members and their content
                                          (or why it refuses), and what `pip install --no-deps

@@ -1,6 +1,6 @@
 # The build phases of `kiln.lib.buildWheel`'s derivation, run up to maturin in the order stdenv
 # runs them, with crane's REAL setup hooks: does the build reach cargo with CARGO_HOME set and
-# the vendored sources configured? Driven by crates/xtask/tests/phase_order.rs, which evaluates
+# the vendored sources configured? Driven by tools/xtask/tests/phase_order.rs, which evaluates
 # the derivation (the template's packages.x86_64-linux.default) and writes its attributes to
 # $DRV_JSON.
 #

@@ -10,53 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kiln_audit::{NoProgress, Options, Policy};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
-
-/// nvcc from CUDA_HOME (set by `cargo xtask test`, `.toolchain/env` and the Nix derivations); a
-/// clear failure otherwise.
-fn nvcc() -> PathBuf {
-    let home = std::env::var_os("CUDA_HOME").map(PathBuf::from).unwrap_or_else(|| {
-        panic!("CUDA_HOME is not set: run the tests with `cargo xtask test` (it bootstraps the pinned CUDA and sets CUDA_HOME) or in `nix develop`")
-    });
-    let nvcc = home.join("bin/nvcc");
-    assert!(
-        nvcc.exists(),
-        "nvcc not found at {} (CUDA_HOME): run the tests with `cargo xtask test` or in `nix develop`",
-        nvcc.display()
-    );
-    nvcc
-}
-
-/// cuobjdump, located the way every build environment provides tools: `CUOBJDUMP`, else PATH
-/// (the Nix derivation puts cudaPackages.cuda_cuobjdump there; `cargo xtask` its bootstrapped
-/// copy), else `$CUDA_HOME/bin`. Never a checkout-relative path: a Nix build has no .toolchain/.
-fn cuobjdump() -> PathBuf {
-    let from_env = std::env::var_os("CUOBJDUMP").map(PathBuf::from);
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("cuobjdump"))
-            .find(|c| c.is_file())
-    });
-    let in_cuda_home =
-        std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("bin/cuobjdump"));
-    from_env
-        .or(on_path)
-        .or(in_cuda_home)
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "cuobjdump not found (CUOBJDUMP, PATH, $CUDA_HOME/bin): run the tests through `cargo xtask test` \
-                 (it puts the bootstrapped cuobjdump on PATH) or in `nix develop`"
-            )
-        })
-}
+use kiln_test_support::cuobjdump;
+use kiln_test_support::nvcc;
+use kiln_test_support::repo_root as repo;
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

@@ -6,14 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kiln_audit::{NoProgress, Options, Policy};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
+use kiln_test_support::repo_root as repo;
 
 fn rules(path: &Path, policy: &Policy) -> Vec<(String, String)> {
     let report = kiln_audit::audit(path, policy, &Options::default(), &NoProgress).unwrap();

@@ -6,13 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kiln_audit::{NoProgress, Options, Policy, ReachPath, Report};
-
-fn nvcc() -> PathBuf {
-    let home = std::env::var_os("CUDA_HOME").map(PathBuf::from).unwrap_or_else(|| {
-        panic!("CUDA_HOME is not set: run the tests with `cargo xtask test` (it bootstraps the pinned CUDA and sets CUDA_HOME) or in `nix develop`")
-    });
-    home.join("bin/nvcc")
-}
+use kiln_test_support::nvcc;
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

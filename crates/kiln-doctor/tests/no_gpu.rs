@@ -2,18 +2,12 @@
 //! compiler, and the link preflight with and without it. Each test hands the doctor its own
 //! environment, so nothing depends on the developer's shell.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use kiln_doctor::{Check, Env, Mode, Options, PinsSource, Report, Status};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
+use kiln_test_support::build_stub_libcuda as build_stub;
+use kiln_test_support::repo_root as repo;
 
 fn run(env: Env) -> Report {
     let mut opts = Options::new(Mode::Full, PinsSource::File(repo().join("Cargo.toml")));
@@ -28,20 +22,6 @@ fn one<'a>(r: &'a Report, id: &'a str) -> &'a Check {
         .unwrap_or_else(|| panic!("no check {id} in {}", r.to_json()));
     assert!(it.next().is_none(), "{id} appears more than once");
     c
-}
-
-/// Builds checks/doctor/stub_libcuda.c into `dir/name` with the real stub's SONAME.
-fn build_stub(dir: &Path, name: &str) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let out = dir.join(name);
-    let status = Command::new("cc")
-        .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-        .arg(&out)
-        .arg(repo().join("checks/doctor/stub_libcuda.c"))
-        .status()
-        .expect("cc runs");
-    assert!(status.success(), "building the stub failed");
-    out
 }
 
 /// True when the system linker finds a libcuda.so by itself (a machine with the driver's

@@ -3,45 +3,15 @@
 //! every kernel for every target.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use kiln_pins::{Pins, TargetKind};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
+use kiln_test_support::cuobjdump;
+use kiln_test_support::repo_root;
 
 fn pins() -> Pins {
     Pins::load(&repo_root().join("Cargo.toml")).unwrap()
-}
-
-/// cuobjdump, located the way every build environment provides tools: `CUOBJDUMP`, else PATH
-/// (the Nix derivation puts cudaPackages.cuda_cuobjdump there; `cargo xtask` its bootstrapped
-/// copy), else `$CUDA_HOME/bin`. Never a checkout-relative path: a Nix build has no .toolchain/.
-fn cuobjdump() -> PathBuf {
-    let from_env = std::env::var_os("CUOBJDUMP").map(PathBuf::from);
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("cuobjdump"))
-            .find(|c| c.is_file())
-    });
-    let in_cuda_home =
-        std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("bin/cuobjdump"));
-    from_env
-        .or(on_path)
-        .or(in_cuda_home)
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "cuobjdump not found (CUOBJDUMP, PATH, $CUDA_HOME/bin): run the tests through `cargo xtask test` \
-                 (it puts the bootstrapped cuobjdump on PATH) or in `nix develop`"
-            )
-        })
 }
 
 /// `cuobjdump ARGS FILE` stdout.

@@ -52,8 +52,9 @@
 //!   [`RustKernels::silu_mul`], [`RustKernels::rmsnorm`] — the same contract and results as
 //!   their C++ twins above, from the same fatbin.
 //!
-//! CPU reference implementations of every op live in [`mod@reference`] (f32 math; f16/bf16 through
-//! the `half` crate); the GPU tests compare against them.
+//! CPU reference implementations of every op live in `reference` (f32 math; f16/bf16 through
+//! the `half` crate), behind the `reference` feature (off by default: only the GPU tests, which
+//! compare against them, and kiln-gpu-bench, which makes its inputs with them, turn it on).
 
 pub mod blas;
 mod cache;
@@ -68,6 +69,7 @@ pub mod loader;
 pub mod nccl;
 pub mod note;
 mod ops;
+#[cfg(feature = "reference")]
 pub mod reference;
 mod rust_ops;
 mod stream;

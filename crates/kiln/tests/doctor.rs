@@ -1,18 +1,11 @@
 //! `kiln doctor` end to end, as a child process (LD_LIBRARY_PATH only takes effect at process
 //! start): no driver, a stub libcuda on LD_LIBRARY_PATH, a fake nvcc, --json ids, exit codes.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use kiln_test_support::build_stub_libcuda as build_stub;
+use kiln_test_support::repo_root as repo;
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
 
 fn kiln() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiln"));
@@ -39,20 +32,6 @@ fn status<'a>(report: &'a Value, id: &str) -> &'a str {
     let c = checks(report, id);
     assert_eq!(c.len(), 1, "{id}: {c:?}");
     c[0]["status"].as_str().unwrap()
-}
-
-fn build_stub(dir: &Path, name: &str) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let out = dir.join(name);
-    let ok = Command::new("cc")
-        .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-        .arg(&out)
-        .arg(repo().join("checks/doctor/stub_libcuda.c"))
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "building the stub failed");
-    out
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The two routes to kiln's released wheel run one post-processing step and must give the same
 //! bytes: the xtask route (`cargo xtask wheel` calls `kiln_wheel::finalize` with
-//! `Recipe::from_pins(pins, checkout)`, crates/xtask/src/wheel.rs) and the Nix route (the
+//! `Recipe::from_pins(pins, checkout)`, tools/xtask/src/wheel.rs) and the Nix route (the
 //! `kiln wheel finalize …` command line in nix/wheel-build.sh, the step nix/wheel.nix runs:
 //! from the checkout, on maturin's `raw/*.whl`). Each route builds in its own checkout directory,
 //! as Nix (/build/source) and a developer's clone do.
@@ -14,9 +14,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use kiln_test_support::repo_root as workspace;
 
 const DIST: &str = "kiln-0.1.0.dist-info";
 
@@ -136,7 +134,7 @@ fn nix_route(checkout: &Path) -> PathBuf {
     checkout.join(printed)
 }
 
-/// The xtask route: what crates/xtask/src/wheel.rs `recipe` + `finalize` do.
+/// The xtask route: what tools/xtask/src/wheel.rs `recipe` + `finalize` do.
 fn xtask_route(checkout: &Path, raw: &Path, out_dir: &Path) -> PathBuf {
     let pins = kiln_pins::Pins::load(&checkout.join("Cargo.toml")).unwrap();
     let recipe = kiln_wheel::finalize::Recipe::from_pins(&pins, checkout).unwrap();

@@ -12,7 +12,7 @@ let
       # crane lib/fileset/commonCargoSources.nix at 2c71e194: the union of cargoTomlAndLock.nix
       # (files named Cargo.toml or Cargo.lock), rust.nix (`hasExt "rs"`) and toml.nix (every
       # `hasExt "toml"` file) under `path`, in the element format of the nixpkgs double's
-      # lib.fileset. crates/xtask/tests/nix_source.rs compares the source set it gives with the
+      # lib.fileset. tools/xtask/tests/nix_source.rs compares the source set it gives with the
       # one real crane gives over the real nixpkgs lib.
       commonCargoSources = path: {
         _type = "fileset";

@@ -11,7 +11,7 @@ pub fn repo_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     here.ancestors()
         .nth(2)
-        .expect("crates/xtask sits two levels below the root")
+        .expect("tools/xtask sits two levels below the root")
         .to_path_buf()
 }
 

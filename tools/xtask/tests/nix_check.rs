@@ -214,7 +214,7 @@ fn nix_and_xtask_tag_the_wheel_alike() {
         pins.wheel.as_ref().map(|w| w.manylinux.as_str())
     );
     for file in [
-        "crates/xtask/src/wheel.rs",
+        "tools/xtask/src/wheel.rs",
         "nix/wheel.nix",
         "nix/wheel-build.sh",
     ] {

@@ -62,6 +62,11 @@ impl Workspace {
         ] {
             copy_dir(&repo.join("crates").join(c), &dir.join("crates").join(c));
         }
+        // kiln-kernels' tests' helpers (a dev-dependency, which cargo resolves for any build).
+        copy_dir(
+            &repo.join("tools/kiln-test-support"),
+            &dir.join("tools/kiln-test-support"),
+        );
         // The bootstrap's toolchain, found the way kiln-build finds it in any workspace.
         std::os::unix::fs::symlink(repo.join(".toolchain"), dir.join(".toolchain")).unwrap();
         // Kept between runs so registry dependencies compile once per machine.

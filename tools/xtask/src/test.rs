@@ -71,7 +71,7 @@ const SUITES: &[Suite] = &[
     },
     Suite {
         name: "hostile",
-        what: "kiln-hostile: 117 generated hostile inputs through kiln audit under time/RSS/output limits, and the pip/zipfile and ld.so differentials",
+        what: "kiln-hostile: the generated hostile inputs through kiln audit under time/RSS/output limits, and the pip/zipfile and ld.so differentials",
         command: &["cargo", "test", "--locked", "--release", "-p", "kiln-hostile", "--", "--include-ignored"],
     },
     Suite {
