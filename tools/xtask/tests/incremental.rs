@@ -51,7 +51,11 @@ impl Workspace {
         }
         copy_dir(&repo.join("kernels/include"), &dir.join("kernels/include"));
         copy_dir(&repo.join("kernels/rust"), &dir.join("kernels/rust"));
+        // Every path crate kiln-kernels reaches (kiln-arch: the target vocabulary under pins,
+        // fatbin and manifest; kiln-embed: the section macros kiln-kernels expands).
         for c in [
+            "kiln-arch",
+            "kiln-embed",
             "kiln-kernel-params",
             "kiln-pins",
             "kiln-toolchain",
