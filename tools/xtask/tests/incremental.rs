@@ -50,6 +50,8 @@ impl Workspace {
         copy_dir(&repo.join("kernels/include"), &dir.join("kernels/include"));
         copy_dir(&repo.join("kernels/rust"), &dir.join("kernels/rust"));
         for c in [
+            "kiln-arch",
+            "kiln-embed",
             "kiln-kernel-params",
             "kiln-pins",
             "kiln-build",
