@@ -3,7 +3,7 @@
 //! Runs README's "Use kiln in your project" build-dependency block as written, with bash, in a
 //! fresh directory outside this checkout (`KILN` = the checkout): `cargo install` of `kiln`, a
 //! copy of `checks/consumer`, its toolchain by `kiln bootstrap` (not the checkout's xtask), the
-//! copy pointed at kiln-build with `cargo add`, its wheel by maturin, `kiln audit` against the
+//! copy pointed at kiln's crates (kiln-build, kiln-embed), its wheel by maturin, `kiln audit` against the
 //! copy's own Cargo.toml and `kiln doctor`. Then checks what
 //! the block cannot say by itself:
 //! - the wheel's fatbin holds exactly the targets of the consumer's matrix (which must differ
@@ -394,7 +394,13 @@ mod tests {
         let readme =
             std::fs::read_to_string(crate::toolchain::repo_root().join("README.md")).unwrap();
         let block = super::readme_block(&readme).unwrap();
-        assert!(block.contains("cargo add --build kiln-build"), "{block}");
+        // The template names kiln-build and kiln-embed relative to kiln's tree; the copy points
+        // both at the checkout in one edit (two `cargo add`s would each fail to resolve the
+        // other, still relative, path).
+        assert!(
+            block.contains("sed -i \"s#\\\"\\.\\./\\.\\./crates/#"),
+            "{block}"
+        );
         // The toolchain comes from `kiln bootstrap`, not from a kiln checkout's xtask.
         assert!(block.contains("\nkiln bootstrap"), "{block}");
         assert!(!block.contains("xtask"), "{block}");
