@@ -152,6 +152,8 @@ fn cargo_machete(layout: &Layout) -> Result<PathBuf> {
                 "install",
                 "--locked",
                 "--quiet",
+                // It scans Cargo.toml files: the dev profile builds in half the CPU of release.
+                "--debug",
                 "cargo-machete",
                 "--version",
             ])
