@@ -10,7 +10,9 @@ that the full install, Requires-Dist included, resolves on PyPI at the pinned ve
 target of the arch matrix its build manifest records (SASS per target, PTX where the matrix
 says +PTX; `kiln audit` checks that matrix against Cargo.toml) with the same kernels in each, and GPU calls raise kiln.NoDriverError with the clear
 "no NVIDIA driver found: libcuda.so.1" message, also with a stub libcuda.so (built here with
-gcc) on LD_LIBRARY_PATH. The extension's ELF NEEDs no CUDA library.
+gcc) on LD_LIBRARY_PATH, while device_count() is 0 and is_available() False. The extension's
+ELF NEEDs no CUDA library. The package's pytest suite (crates/kiln-py/tests) runs in the venv,
+and mypy checks the typed stubs against crates/kiln-py/tests/typing.
 
 Exit status 0 when every check passes, 1 otherwise; each check prints one line.
 """
@@ -69,9 +71,10 @@ PROBE = textwrap.dedent(
         "vecadd(numpy)": lambda: kiln.vecadd(x, x),
         "rmsnorm(numpy)": lambda: kiln.rmsnorm(x.reshape(1, 37), x),
         "matmul(numpy)": lambda: kiln.matmul(x.reshape(1, 37), x.reshape(37, 1)),
-        "device_count()": kiln.device_count,
         "device_info()": kiln.device_info,
     }
+    result["device_count"] = kiln.device_count()
+    result["is_available"] = kiln.is_available()
     for name, f in calls.items():
         try:
             f()
@@ -174,6 +177,29 @@ def main() -> int:
                 check("pytest crates/kiln-py/tests (installed wheel)", r.returncode == 0,
                       last if r.returncode == 0 else (r.stdout + r.stderr)[-2500:])
 
+        # The typed stubs, as a user's mypy reads them from the installed wheel: a file of
+        # correct uses must check clean (each assert_type holds), and every line of a file of
+        # misuses marked `# E:` must be an error.
+        mypy_pin = load_kiln_table(args.pins).get("test-tools", {}).get("mypy")
+        if check("mypy pinned in [workspace.metadata.kiln.test-tools]", bool(mypy_pin), str(mypy_pin)):
+            r = run(pip + ["install", "--quiet", f"mypy=={mypy_pin}"])
+            if check(f"pip install mypy=={mypy_pin}", r.returncode == 0, r.stderr.strip()[-300:]):
+                typing_dir = tests / "typing"
+                env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+                # torch is not installed here (several GB with its CUDA wheels): its two types
+                # kiln's stubs name come from a stub of them (tests/typing/torch_stub, cited).
+                env["MYPYPATH"] = str(typing_dir / "torch_stub")
+                mypy = [py, "-m", "mypy", "--no-incremental", "--cache-dir", str(tmp / "mypy-cache")]
+                r = run(mypy + [str(typing_dir / "uses_kiln.py")], env=env, cwd=str(tmp))
+                check("mypy: correct uses of kiln type-check (assert_type on every return)", r.returncode == 0,
+                      (r.stdout + r.stderr).strip()[-1500:])
+                r = run(mypy + [str(typing_dir / "misuses_kiln.py")], env=env, cwd=str(tmp))
+                src = (typing_dir / "misuses_kiln.py").read_text().splitlines()
+                want = {i + 1 for i, l in enumerate(src) if "# E:" in l}
+                got = {int(m) for m in re.findall(r"misuses_kiln\.py:(\d+): error:", r.stdout)}
+                check("mypy: every misuse of kiln is an error", r.returncode == 1 and bool(want) and want <= got,
+                      f"marked lines {sorted(want)}, errors on {sorted(got)}; missed {sorted(want - got)}")
+
         # Stub libcuda.so (the toolkit's link-time stub is like this): must not be taken for the driver.
         stub_dir = tmp / "stub"
         stub_dir.mkdir()
@@ -222,6 +248,9 @@ def main() -> int:
                     continue
                 ok = err is not None and err["is_no_driver"] and err["message"].startswith("no NVIDIA driver found: libcuda.so.1")
                 check(f"[{label}] {call} -> kiln.NoDriverError", ok, err and f"{err['type']}: {err['message']}")
+            check(f"[{label}] device_count() = 0, is_available() = False (no driver is no device)",
+                  res["device_count"] == 0 and res["is_available"] is False,
+                  f"device_count() = {res['device_count']}, is_available() = {res['is_available']}")
             not_found = all(v["status"] == "not found" for v in res["runtime_libraries"].values())
             check(f"[{label}] runtime_libraries() reports each soname", bool(res["runtime_libraries"]) and not_found,
                   ", ".join(f"{k}: {v['status']}" for k, v in res["runtime_libraries"].items()))
