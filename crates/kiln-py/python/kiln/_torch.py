@@ -131,6 +131,10 @@ if hasattr(_kiln, "cudnn_softmax"):
     ALLOCATING["cudnn_softmax"] = ("(Tensor x)", _alloc_rows("cudnn_softmax"),
                                    lambda x: _kiln.cudnn_softmax(x), ("x",))
 
+# The CustomOpDef objects (for registrations), by op name ("vecadd", "vecadd_out", ...).
+DEFS: Dict[str, Any] = {}
+# What kiln's functions call: the OpOverloads (torch.ops.kiln.<name>.default), which dynamo
+# records as single graph nodes.
 FUNCTIONAL: Dict[str, Any] = {}
 OUT: Dict[str, Any] = {}
 
@@ -154,11 +158,11 @@ def _define_kernel(name: str, schema_args: str, alloc: Callable[..., Tensor],
 
     op = torch.library.custom_op(f"kiln::{name}", impl, mutates_args=(), schema=f"{schema_args} -> Tensor")
     op.register_fake(alloc)
-    FUNCTIONAL[name] = op
+    DEFS[name] = op
     out_schema = schema_args[:-1] + ", Tensor(a!) out) -> ()"
     op_out = torch.library.custom_op(f"kiln::{name}_out", impl_out, mutates_args=("out",), schema=out_schema)
     op_out.register_fake(lambda *args: None)
-    OUT[name] = op_out
+    DEFS[f"{name}_out"] = op_out
 
 
 def _define_allocating(name: str, schema_args: str, alloc: Callable[..., Tensor],
@@ -169,7 +173,7 @@ def _define_allocating(name: str, schema_args: str, alloc: Callable[..., Tensor]
 
     op = torch.library.custom_op(f"kiln::{name}", impl, mutates_args=(), schema=f"{schema_args} -> Tensor")
     op.register_fake(alloc)
-    FUNCTIONAL[name] = op
+    DEFS[name] = op
 
 
 def _all_reduce_sum(inputs: List[Tensor]) -> List[Tensor]:
@@ -182,16 +186,23 @@ for _name, (_schema, _alloc, _raw, _names) in KERNELS.items():
 for _name, (_schema, _alloc, _raw, _names) in ALLOCATING.items():
     _define_allocating(_name, _schema, _alloc, _raw, _names)
 if hasattr(_kiln, "all_reduce_sum"):
-    FUNCTIONAL["all_reduce_sum"] = torch.library.custom_op(
+    DEFS["all_reduce_sum"] = torch.library.custom_op(
         "kiln::all_reduce_sum", _all_reduce_sum, mutates_args=(), schema="(Tensor[] inputs) -> Tensor[]")
-    FUNCTIONAL["all_reduce_sum"].register_fake(lambda inputs: [_like(t) for t in inputs])
+    DEFS["all_reduce_sum"].register_fake(lambda inputs: [_like(t) for t in inputs])
+for _name in DEFS:
+    _overload = getattr(torch.ops.kiln, _name).default
+    if _name.endswith("_out") and _name[:-4] in KERNELS:
+        OUT[_name[:-4]] = _overload
+    else:
+        FUNCTIONAL[_name] = _overload
 
 
 # ---- autograd ------------------------------------------------------------------------------
 # Backward formulas in torch ops, in float32 where the forward computed in float32.
 
 def _save_inputs(ctx: Any, inputs: Tuple[Any, ...], output: Any) -> None:
-    ctx.inputs = inputs
+    # Scalars on ctx, tensors (inputs and the output) through save_for_backward.
+    ctx.inputs = tuple(None if isinstance(t, Tensor) else t for t in inputs)
     ctx.save_for_backward(*[t for t in inputs if isinstance(t, Tensor)],
                           *([output] if isinstance(output, Tensor) else []))
 
@@ -272,7 +283,9 @@ BACKWARD: Dict[str, Callable[..., Any]] = {
     "copy": _bw_copy,
 }
 
-for _name, _op in FUNCTIONAL.items():
+for _name, _op in DEFS.items():
+    if _name.endswith("_out") and _name[:-4] in KERNELS:
+        continue  # out= variants: no autograd (torch refuses grads through in-place outputs)
     _op.register_autograd(BACKWARD.get(_name, _no_backward(_name)), setup_context=_save_inputs)
 
 

@@ -4,12 +4,14 @@ tensors out (``torch.ops.kiln.rs_*``), any other DLPack array in, ``kiln.Array``
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import _kiln
 from ._api import _dispatch
 
 _rs = _kiln.rs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
 
 __all__ = ["vecadd", "silu_mul", "rmsnorm", "softmax"]
 
