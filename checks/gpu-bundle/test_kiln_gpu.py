@@ -435,7 +435,9 @@ def _all_reduce_case(ctx, n, shape, dtype, current):
     ref = sum(f64(x) for x in xs)
     got = [f64(torch.from_dlpack(o)) for o in outs]
     for d, o in enumerate(outs):
-        assert o.device == d, f"output {d} is on cuda:{o.device}"
+        # torch tensors in: torch tensors out (o.device a torch.device); else kiln.Arrays (int)
+        where = o.device.index if isinstance(o, torch.Tensor) else o.device
+        assert where == d, f"output {d} is on cuda:{where}"
     # All ranks must hold the identical sum; compare rank 0 with the reference.
     for g in got[1:]:
         assert np.array_equal(g, got[0]), "ranks disagree"

@@ -135,7 +135,7 @@ def all_reduce_sum(inputs: Sequence[Any]) -> List[Any]:
         return list(t.FUNCTIONAL["all_reduce_sum"](items))
     outs = _raw(lambda: _kiln.all_reduce_sum(items))
     if t is not None and any(isinstance(x, t.Tensor) for x in items):
-        return [t.torch.from_dlpack(o) for o in outs]
+        return [t.as_tensor(o) for o in outs]
     return list(outs)
 
 

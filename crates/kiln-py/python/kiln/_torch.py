@@ -308,4 +308,13 @@ def call(name: str, raw: Callable[[], Any], operands: Sequence[Any], scalars: Se
         OUT[name](*operands, *scalars, out)
         return out
     result = raw()
-    return result if out is not None else torch.from_dlpack(result)
+    return result if out is not None else as_tensor(result)
+
+
+def as_tensor(arr: Any) -> Tensor:
+    """kiln's result as a torch tensor, zero-copy, ready on the stream kiln ran on (as the
+    kiln.Array was): the export names that stream as the consumer, so nothing else is made to
+    wait. (torch.from_dlpack(arr) would make torch's current stream wait; when that is the
+    legacy default stream, the wait serializes every blocking stream, which broke the
+    two-stream overlap of check_streams.py in the one GPU run.)"""
+    return torch.from_dlpack(arr.__dlpack__(stream=arr.stream))
