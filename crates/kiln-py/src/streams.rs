@@ -90,7 +90,9 @@ pub struct StreamScope {
 impl StreamScope {
     fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
         if slf.entered {
-            return Err(crate::errors::kiln_error("kiln.stream(...) block entered twice"));
+            return Err(crate::errors::kiln_error(
+                "kiln.stream(...) block entered twice",
+            ));
         }
         slf.entered = true;
         let s = slf.stream;
