@@ -18,6 +18,9 @@ with its status passed / failed / skipped (with the reason), and logs to RESULTS
   import           import kiln, build_info(), runtime_libraries(), device_info()
   python-tests     test_kiln_gpu.py: every op vs float64 reference and torch, DLPack contract,
                    streams and CUDA graphs (check_streams.py), NCCL all-reduce over all GPUs
+  torch-native     test_torch_native.py: ops as torch custom ops (torch tensors out), under
+                   torch.compile(fullgraph=True) and CUDA graph capture, equal to eager; out=,
+                   streams, backward formulas, opcheck, error classes, lazy library loading
   torch-bench      bench_torch.py: bandwidth as a fraction of D2D copy, time vs torch, and the
                    decode-size section (bench_decode.py: per-call cost, eager and in CUDA graphs)
   doctor, audit    bin/kiln doctor --json, bin/kiln audit WHEEL --json (when bin/kiln exists)
@@ -267,10 +270,11 @@ def step_import(r: Runner):
     if r.gpu_count and "device_error" in probe:
         return r.record("import", "failed", reason=f"GPU present but kiln says {probe['device_error']}")
     if not r.gpu_count:
-        err = probe.get("device_error", {})
-        ok = err.get("type") == "NoDriverError" or "no NVIDIA driver" in err.get("message", "") or err.get("type") == "NoDeviceError"
+        # Without a GPU kiln.device_count() is 0, as torch.cuda.device_count() is.
+        ok = probe.get("device_count") == 0 and "device_error" not in probe
         return r.record("import", "passed" if ok else "failed",
-                        summary=f"targets {targets}; without a GPU: {err.get('type')}: {err.get('message', '')[:120]}")
+                        summary=f"targets {targets}; without a GPU: device_count() = {probe.get('device_count')}"
+                                f"{' ' + str(probe['device_error']) if 'device_error' in probe else ''}")
     r.record("import", "passed", summary=f"targets {targets}; devices {[d['name'] for d in probe['devices']]}")
 
 
@@ -435,6 +439,7 @@ def main() -> int:
         ("venv", lambda: step_venv(r)),
         ("import", lambda: step_import(r)),
         ("python-tests", lambda: python_script_step(r, "python-tests", "test_kiln_gpu.py", [], 150, "python_gpu_tests.json")),
+        ("torch-native", lambda: python_script_step(r, "torch-native", "test_torch_native.py", [], 240, "torch_native.json")),
         ("torch-bench", lambda: python_script_step(r, "torch-bench", "bench_torch.py",
                                                    ["--table", str(results / "bench_table.md")], 120, "bench_torch.json")),
         ("doctor", lambda: step_kiln(r, "doctor", ["doctor", "--json", "--runtime-only",

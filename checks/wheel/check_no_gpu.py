@@ -10,7 +10,9 @@ that the full install, Requires-Dist included, resolves on PyPI at the pinned ve
 target of the arch matrix its build manifest records (SASS per target, PTX where the matrix
 says +PTX; `kiln audit` checks that matrix against Cargo.toml) with the same kernels in each, and GPU calls raise kiln.NoDriverError with the clear
 "no NVIDIA driver found: libcuda.so.1" message, also with a stub libcuda.so (built here with
-gcc) on LD_LIBRARY_PATH. The extension's ELF NEEDs no CUDA library.
+gcc) on LD_LIBRARY_PATH, while device_count() is 0 and is_available() False. The extension's
+ELF NEEDs no CUDA library. The package's pytest suite (crates/kiln-py/tests) runs in the venv,
+and mypy checks the typed stubs against crates/kiln-py/tests/typing.
 
 Exit status 0 when every check passes, 1 otherwise; each check prints one line.
 """
@@ -69,9 +71,10 @@ PROBE = textwrap.dedent(
         "vecadd(numpy)": lambda: kiln.vecadd(x, x),
         "rmsnorm(numpy)": lambda: kiln.rmsnorm(x.reshape(1, 37), x),
         "matmul(numpy)": lambda: kiln.matmul(x.reshape(1, 37), x.reshape(37, 1)),
-        "device_count()": kiln.device_count,
         "device_info()": kiln.device_info,
     }
+    result["device_count"] = kiln.device_count()
+    result["is_available"] = kiln.is_available()
     for name, f in calls.items():
         try:
             f()
@@ -84,7 +87,8 @@ PROBE = textwrap.dedent(
         kiln.vecadd(object(), object())
         errors["vecadd(object)"] = None
     except TypeError as e:
-        errors["vecadd(object)"] = {"type": type(e).__name__, "message": str(e)}
+        errors["vecadd(object)"] = {"type": type(e).__name__, "message": str(e),
+                                    "is_kiln_error": isinstance(e, kiln.KilnError)}
     result["errors"] = errors
     print(json.dumps(result))
     """
@@ -174,6 +178,34 @@ def main() -> int:
                 check("pytest crates/kiln-py/tests (installed wheel)", r.returncode == 0,
                       last if r.returncode == 0 else (r.stdout + r.stderr)[-2500:])
 
+        # The typed stubs, as a user's mypy reads them from the installed wheel: a file of
+        # correct uses must check clean (each assert_type holds), and every line of a file of
+        # misuses marked `# E:` must be an error.
+        mypy_pin = load_kiln_table(args.pins).get("test-tools", {}).get("mypy")
+        if check("mypy pinned in [workspace.metadata.kiln.test-tools]", bool(mypy_pin), str(mypy_pin)):
+            r = run(pip + ["install", "--quiet", f"mypy=={mypy_pin}"])
+            if check(f"pip install mypy=={mypy_pin}", r.returncode == 0, r.stderr.strip()[-300:]):
+                typing_dir = tests / "typing"
+                env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+                # torch is not installed here (several GB with its CUDA wheels): its two types
+                # kiln's stubs name come from a stub of them (tests/typing/torch_stub, cited).
+                env["MYPYPATH"] = str(typing_dir / "torch_stub")
+                mypy = [py, "-m", "mypy", "--no-incremental", "--cache-dir", str(tmp / "mypy-cache")]
+                # One mypy run over both files (mypy's start-up and numpy's stubs dominate its
+                # cost: ~70 s per run at load 22 on 2 cores); errors are told apart by file.
+                r = run(mypy + [str(typing_dir / "uses_kiln.py"), str(typing_dir / "misuses_kiln.py")],
+                        env=env, cwd=str(tmp))
+                uses_errors = [l for l in r.stdout.splitlines() if "uses_kiln.py:" in l and ": error:" in l]
+                check("mypy: correct uses of kiln type-check (assert_type on every return)",
+                      r.returncode in (0, 1) and not uses_errors,
+                      "\n".join(uses_errors)[-1500:] or "no errors in uses_kiln.py" if r.returncode in (0, 1)
+                      else (r.stdout + r.stderr)[-1500:])
+                src = (typing_dir / "misuses_kiln.py").read_text().splitlines()
+                want = {i + 1 for i, l in enumerate(src) if "# E:" in l}
+                got = {int(m) for m in re.findall(r"misuses_kiln\.py:(\d+): error:", r.stdout)}
+                check("mypy: every misuse of kiln is an error", bool(want) and want <= got,
+                      f"marked lines {sorted(want)}, errors on {sorted(got)}; missed {sorted(want - got)}")
+
         # Stub libcuda.so (the toolkit's link-time stub is like this): must not be taken for the driver.
         stub_dir = tmp / "stub"
         stub_dir.mkdir()
@@ -218,10 +250,14 @@ def main() -> int:
                   json.dumps({k: info.get(k) for k in ("commit", "dirty", "rustc", "clang")}))
             for call, err in res["errors"].items():
                 if call == "vecadd(object)":
-                    check(f"[{label}] {call} -> TypeError", err is not None and err["type"] == "TypeError", err and err["message"])
+                    check(f"[{label}] {call} -> a TypeError that is a kiln.KilnError",
+                          err is not None and err["is_kiln_error"], err and f"{err['type']}: {err['message']}")
                     continue
                 ok = err is not None and err["is_no_driver"] and err["message"].startswith("no NVIDIA driver found: libcuda.so.1")
                 check(f"[{label}] {call} -> kiln.NoDriverError", ok, err and f"{err['type']}: {err['message']}")
+            check(f"[{label}] device_count() = 0, is_available() = False (no driver is no device)",
+                  res["device_count"] == 0 and res["is_available"] is False,
+                  f"device_count() = {res['device_count']}, is_available() = {res['is_available']}")
             not_found = all(v["status"] == "not found" for v in res["runtime_libraries"].values())
             check(f"[{label}] runtime_libraries() reports each soname", bool(res["runtime_libraries"]) and not_found,
                   ", ".join(f"{k}: {v['status']}" for k, v in res["runtime_libraries"].items()))

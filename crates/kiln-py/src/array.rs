@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
@@ -85,7 +84,7 @@ impl Array {
             .shape()
             .first()
             .copied()
-            .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of a 0-d kiln.Array"))
+            .ok_or_else(|| crate::errors::type_error("len() of a 0-d kiln.Array"))
     }
 
     fn __repr__(&self) -> String {
@@ -124,7 +123,7 @@ impl Array {
     ) -> PyResult<Py<PyAny>> {
         dlpack::check_requested_device(dl_device, self.tensor.device() as i32)?;
         if copy == Some(true) {
-            return Err(PyBufferError::new_err(
+            return Err(crate::errors::export_error(
                 "kiln.Array.__dlpack__(copy=True) is not supported: kiln.copy(x) makes a device copy",
             ));
         }
@@ -132,7 +131,7 @@ impl Array {
             Some(dlpack::STREAM_NO_SYNC) => None,
             None | Some(0) => Some(kiln_runtime::Stream::LEGACY),
             Some(s) if s < -1 => {
-                return Err(PyValueError::new_err(format!(
+                return Err(crate::errors::value_error(format!(
                     "__dlpack__: stream {s} is not a CUDA stream (-1, 1, 2 or a handle)"
                 )))
             }
@@ -196,7 +195,7 @@ impl Array {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         if copy == Some(false) {
-            return Err(PyValueError::new_err(
+            return Err(crate::errors::value_error(
                 "a kiln.Array lives on the GPU: numpy needs a copy (copy=False cannot be honoured)",
             ));
         }

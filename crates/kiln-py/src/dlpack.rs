@@ -6,7 +6,6 @@
 
 use std::ffi::{c_void, CStr};
 
-use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -200,7 +199,7 @@ impl Imported<'_> {
 pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str, stream: i64) -> PyResult<Imported<'py>> {
     let py = obj.py();
     if !obj.hasattr("__dlpack__")? || !obj.hasattr("__dlpack_device__")? {
-        return Err(PyTypeError::new_err(format!(
+        return Err(crate::errors::type_error(format!(
             "{what}: expected an array that supports DLPack (torch, cupy, jax, numpy, kiln.Array), got {}",
             obj.get_type().name()?
         )));
@@ -223,7 +222,7 @@ pub fn import<'py>(obj: &Bound<'py, PyAny>, what: &str, stream: i64) -> PyResult
 /// `__dlpack_device__`; a TypeError for objects without the protocol.
 pub fn cuda_device_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<i32>> {
     if !obj.hasattr("__dlpack__")? || !obj.hasattr("__dlpack_device__")? {
-        return Err(PyTypeError::new_err(format!(
+        return Err(crate::errors::type_error(format!(
             "{what}: expected an array that supports DLPack (torch, cupy, jax, numpy, kiln.Array), got {}",
             obj.get_type().name()?
         )));
@@ -241,7 +240,7 @@ fn place_of(dev_type: i32, dev_id: i32, what: &str) -> PyResult<Place> {
         KDL_CUDA => Ok(Place::Cuda(dev_id)),
         // Pinned and managed memory are host-addressable: copy like any host array.
         KDL_CPU | KDL_CUDA_HOST | KDL_CUDA_MANAGED => Ok(Place::Host),
-        other => Err(PyValueError::new_err(format!(
+        other => Err(crate::errors::value_error(format!(
             "{what}: DLPack device type {other} is neither a CUDA device (2) nor host memory"
         ))),
     }
@@ -264,20 +263,20 @@ pub fn read_capsule<'py>(
                 as *const DLManagedTensorVersioned;
             &(*m).dl_tensor
         } else {
-            return Err(PyTypeError::new_err(format!(
+            return Err(crate::errors::type_error(format!(
                 "{what}: __dlpack__() returned something that is not an unused DLPack capsule"
             )));
         }
     };
     let place = place_of(tensor.device.device_type, tensor.device.device_id, what)?;
     let elem = Elem::from_dl(tensor.dtype).ok_or_else(|| {
-        PyTypeError::new_err(format!(
+        crate::errors::dtype_error(format!(
             "{what}: dtype {} is not supported (kiln takes float32, float16, bfloat16, int32, int64)",
             describe_dtype(tensor.dtype)
         ))
     })?;
     if tensor.ndim < 0 {
-        return Err(PyValueError::new_err(format!(
+        return Err(crate::errors::value_error(format!(
             "{what}: negative ndim {}",
             tensor.ndim
         )));
@@ -290,7 +289,7 @@ pub fn read_capsule<'py>(
         unsafe { std::slice::from_raw_parts(tensor.shape, ndim) }
     };
     if let Some(d) = dims.iter().find(|d| **d < 0) {
-        return Err(PyValueError::new_err(format!(
+        return Err(crate::errors::value_error(format!(
             "{what}: negative dimension {d} in shape {dims:?}"
         )));
     }
@@ -298,7 +297,7 @@ pub fn read_capsule<'py>(
     if !tensor.strides.is_null() && ndim > 0 {
         let strides = unsafe { std::slice::from_raw_parts(tensor.strides, ndim) };
         if !is_row_major_compact(dims, strides) {
-            return Err(PyValueError::new_err(format!(
+            return Err(crate::errors::layout_error(format!(
                 "{what}: kiln needs a contiguous row-major array; got shape {dims:?} with strides {strides:?} \
                  (call .contiguous() / numpy.ascontiguousarray first)"
             )));
@@ -307,7 +306,7 @@ pub fn read_capsule<'py>(
     let data = (tensor.data as u64)
         .checked_add(tensor.byte_offset)
         .ok_or_else(|| {
-            PyValueError::new_err(format!("{what}: data pointer + byte_offset overflows"))
+            crate::errors::value_error(format!("{what}: data pointer + byte_offset overflows"))
         })?;
     Ok(Imported {
         place,
@@ -528,7 +527,7 @@ pub fn check_requested_device(dl_device: Option<(i32, i32)>, device_id: i32) -> 
     match dl_device {
         None => Ok(()),
         Some((KDL_CUDA, id)) if id == device_id => Ok(()),
-        Some(other) => Err(PyBufferError::new_err(format!(
+        Some(other) => Err(crate::errors::export_error(format!(
             "kiln.Array lives on (kDLCUDA, {device_id}); exporting to device {other:?} needs a copy: \
              use .numpy() for host memory"
         ))),

@@ -44,3 +44,44 @@ impl<T> IntoPy<T> for kiln_runtime::Result<T> {
         self.map_err(|e| to_py(py, e))
     }
 }
+
+/// A `kiln._errors.<class>` built with the GIL held (or taken): for the argument checks, which
+/// run where no `py` token is at hand.
+fn lazy(class: &'static str, message: String) -> PyErr {
+    Python::attach(|py| raise(py, class, message))
+}
+
+/// Not a DLPack array, not a stream: `kiln.ArgumentTypeError` (a TypeError).
+pub fn type_error(message: impl Into<String>) -> PyErr {
+    lazy("ArgumentTypeError", message.into())
+}
+
+/// A value kiln cannot use: `kiln.ArgumentValueError` (a ValueError).
+pub fn value_error(message: impl Into<String>) -> PyErr {
+    lazy("ArgumentValueError", message.into())
+}
+
+/// An element type kiln has no kernel for: `kiln.DTypeError` (a TypeError).
+pub fn dtype_error(message: impl Into<String>) -> PyErr {
+    lazy("DTypeError", message.into())
+}
+
+/// Not contiguous row-major: `kiln.LayoutError` (a ValueError).
+pub fn layout_error(message: impl Into<String>) -> PyErr {
+    lazy("LayoutError", message.into())
+}
+
+/// A DLPack export kiln cannot honour: `kiln.ExportError` (a BufferError).
+pub fn export_error(message: impl Into<String>) -> PyErr {
+    lazy("ExportError", message.into())
+}
+
+/// Misuse of kiln's own objects: `kiln.KilnError`.
+pub fn kiln_error(message: impl Into<String>) -> PyErr {
+    lazy("KilnError", message.into())
+}
+
+/// A failed CUDA call outside kiln-runtime: `kiln.CudaError`.
+pub fn cuda_error(message: impl Into<String>) -> PyErr {
+    lazy("CudaError", message.into())
+}

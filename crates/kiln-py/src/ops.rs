@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -340,7 +339,7 @@ pub fn rope<'py>(
     match positions {
         Some(p) => {
             if offset != 0 {
-                return Err(PyValueError::new_err(
+                return Err(crate::errors::value_error(
                     "rope: give positions or offset, not both",
                 ));
             }
@@ -518,10 +517,17 @@ pub fn all_reduce_sum<'py>(
     Ok(outs.into_iter().map(Array::new).collect())
 }
 
-/// Number of visible CUDA devices (raises NoDriverError without a driver).
+/// Number of visible CUDA devices: 0 without a driver or without a device (as
+/// `torch.cuda.device_count()`); other driver failures raise.
 #[pyfunction]
 pub fn device_count(py: Python<'_>) -> PyResult<usize> {
-    crate::device::detach(py, kiln_runtime::Gpu::device_count).py_err(py)
+    match crate::device::detach(py, kiln_runtime::Gpu::device_count) {
+        Ok(n) => Ok(n),
+        Err(kiln_runtime::Error::NoDriver(_)) => Ok(0),
+        // cuInit answers CUDA_ERROR_NO_DEVICE when the driver sees no GPU.
+        Err(e) if e.to_string().contains("CUDA_ERROR_NO_DEVICE") => Ok(0),
+        Err(e) => Err(crate::errors::to_py(py, e)),
+    }
 }
 
 /// Waits until all work on `device` has finished (every stream of its context). Raises

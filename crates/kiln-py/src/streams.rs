@@ -12,7 +12,6 @@
 
 use std::cell::RefCell;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyTuple, PyType};
@@ -40,7 +39,7 @@ pub fn parse(obj: &Bound<'_, PyAny>) -> PyResult<Option<Stream>> {
         match value.cast::<PyTuple>() {
             Ok(t) if t.len() == 2 => t.get_item(1)?.extract::<i128>()?,
             Ok(_) => {
-                return Err(PyTypeError::new_err(
+                return Err(crate::errors::type_error(
                     "stream: __cuda_stream__ must give (version, handle)",
                 ))
             }
@@ -51,14 +50,14 @@ pub fn parse(obj: &Bound<'_, PyAny>) -> PyResult<Option<Stream>> {
     } else if let Ok(h) = obj.getattr("ptr") {
         h.extract::<i128>()?
     } else {
-        return Err(PyTypeError::new_err(format!(
+        return Err(crate::errors::type_error(format!(
             "stream: expected a CUDA stream handle (int) or a stream object (__cuda_stream__, \
              .cuda_stream as torch has, .ptr as cupy has), got {}",
             obj.get_type().name()?
         )));
     };
     if !(0..=u64::MAX as i128).contains(&handle) {
-        return Err(PyValueError::new_err(format!(
+        return Err(crate::errors::value_error(format!(
             "stream: {handle} is not a CUDA stream handle (0 or 1: legacy default stream, 2: per-thread default stream, else a CUstream address)"
         )));
     }
@@ -91,7 +90,7 @@ pub struct StreamScope {
 impl StreamScope {
     fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
         if slf.entered {
-            return Err(PyRuntimeError::new_err(
+            return Err(crate::errors::kiln_error(
                 "kiln.stream(...) block entered twice",
             ));
         }
@@ -213,7 +212,7 @@ pub fn refuse_if_capturing(
     let _restore = kiln_runtime::ContextGuard::save();
     gpu.context()
         .bind_to_thread()
-        .map_err(|e| PyRuntimeError::new_err(format!("cuCtxSetCurrent: {e:?}")))?;
+        .map_err(|e| crate::errors::cuda_error(format!("cuCtxSetCurrent: {e:?}")))?;
     for s in candidates {
         s.refuse_capture(op, why).py_err(py)?;
     }

@@ -3,7 +3,7 @@
 //! and `run.sh RESULTS_DIR`, which runs everything there and writes JSON results.
 //!
 //! Layout:
-//!   run.sh, run_all.py, test_kiln_gpu.py, check_streams.py,
+//!   run.sh, run_all.py, test_kiln_gpu.py, check_streams.py, test_torch_native.py,
 //!   bench_torch.py, bench_decode.py                         (from checks/gpu-bundle/)
 //!   kiln-<version>-cp39-abi3-manylinux_*.whl
 //!   bin/<executable>                                         (kiln-runtime's tests, kiln-gpu-bench, kiln)
@@ -30,6 +30,7 @@ const SCRIPTS: &[&str] = &[
     "run_all.py",
     "test_kiln_gpu.py",
     "check_streams.py",
+    "test_torch_native.py",
     "bench_torch.py",
     "bench_decode.py",
 ];

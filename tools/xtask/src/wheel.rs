@@ -146,6 +146,10 @@ fn maturin_build(layout: &Layout, pins: &Pins, recipe: &Recipe, root: &Path) -> 
             "--manifest-path",
             "crates/kiln-py/Cargo.toml",
         ])
+        // zig links against the glibc of the manylinux level (symbol versions <= 2.28), not
+        // the build host's; nix/wheel-build.sh does the same. zig is the pinned PyPI ziglang
+        // (test-tools), found by maturin through PYTHONPATH (the layout's .toolchain/py).
+        .arg("--zig")
         .args(["--compatibility", &recipe.manylinux])
         .arg("--out")
         .arg(&staging);
@@ -166,8 +170,10 @@ fn maturin_build(layout: &Layout, pins: &Pins, recipe: &Recipe, root: &Path) -> 
     for (k, v) in reproducible_env(root) {
         cmd.env(k, v);
     }
+    // cargo-zigbuild (maturin --zig) keeps its wrappers under $XDG_CACHE_HOME, else
+    // $HOME/.cache; the paths never reach the wheel's bytes (`cargo xtask repro`).
     eprintln!(
-        "building the wheel: maturin {} build --release --compatibility {}",
+        "building the wheel: maturin {} build --release --zig --compatibility {}",
         pins.toolchain.maturin, recipe.manylinux
     );
     let status = cmd

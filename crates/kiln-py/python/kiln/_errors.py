@@ -3,7 +3,9 @@ they can subclass two builtins: a ShapeError is both a kiln.KilnError and a Valu
 
 
 class KilnError(RuntimeError):
-    """Base class of every error kiln raises about the GPU or its libraries."""
+    """Base class of every error kiln raises: `except kiln.KilnError` catches them all. Errors
+    about bad arguments also derive from the builtin Python expects (TypeError, ValueError,
+    IndexError, BufferError), so `except ValueError` keeps working."""
 
 
 class NoDriverError(KilnError):
@@ -35,6 +37,28 @@ class DeviceMemoryError(KilnError, ValueError):
     """An input is not usable device memory of the GPU the operation runs on."""
 
 
+class ArgumentTypeError(KilnError, TypeError):
+    """An argument is of a kind kiln cannot take (not a DLPack array, not a stream)."""
+
+
+class ArgumentValueError(KilnError, ValueError):
+    """An argument has a value kiln cannot use (a stream handle out of range, conflicting
+    options, memory that is neither CUDA device nor host memory)."""
+
+
+class LayoutError(KilnError, ValueError):
+    """An array is not contiguous row-major (call .contiguous() / numpy.ascontiguousarray)."""
+
+
+class ExportError(KilnError, BufferError):
+    """A DLPack export kiln cannot honour (copy=True, another device)."""
+
+
+class NoBackwardError(KilnError):
+    """Autograd reached a kiln op that has no backward formula (docs/python.md lists which
+    ops have one)."""
+
+
 class IdOutOfRangeError(KilnError, IndexError):
     """An index (an embedding id) is outside the valid range."""
 
@@ -56,4 +80,9 @@ __all__ = [
     "DTypeError",
     "DeviceMemoryError",
     "IdOutOfRangeError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
+    "LayoutError",
+    "ExportError",
+    "NoBackwardError",
 ]
