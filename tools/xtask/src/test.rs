@@ -1,7 +1,42 @@
 //! `cargo xtask test`: every test, with the pinned toolchain bootstrapped first.
 //!
 //! Suites run in order, each timed; a failing suite does not stop the others, and the summary
-//! at the end lists what failed. `--only NAME` runs one suite; `--skip NAME` leaves one out.
+//! at the end lists what failed, with each suite's wall and CPU seconds (see [`summary`]).
+//! `--only NAME` runs one suite; `--skip NAME` leaves one out.
+//!
+//! # What CI compiles, and why no build is there twice for the same reason
+//!
+//! CI's time is mostly compiling. Every build below was checked for a second one it could be;
+//! a build stays where reusing another would change what a suite proves.
+//!
+//! - `cargo run -p xtask` (dev), paid by the first xtask suite and reused by every later one
+//!   and by `unit`'s deps (measured: `nix`, which is nearly all this compile, 268 CPU s).
+//! - `clippy`: check-mode units (metadata only), which no codegen build can reuse nor feed.
+//!   Its build scripts do run, so it fills `target/kiln-kernel-cache`, which every later
+//!   non-clean build (the sandbox's tests and wheel, hostile) hits instead of running nvcc.
+//! - `unit`'s incremental test builds a copy of the kernel crates in its own target dir, on
+//!   purpose: cargo names a workspace member's units by its path *relative to the workspace
+//!   root*, so the copy's kiln-kernels (built from a nonce-edited .cu and Rust kernel) would get
+//!   the same unit names as the checkout's in a shared target dir, and a later checkout build
+//!   would take the edited artifacts as fresh (its own sources are older). Checked with two
+//!   one-crate workspaces and one CARGO_TARGET_DIR: the second's artifact was `Fresh` for the
+//!   first. Sharing would save only registry dependencies' dev compile.
+//! - `sandbox`: the flake's source set, copied with new mtimes, so every workspace member is
+//!   rebuilt (in dev) under the checkout's unit names — that rebuild is the check (the source
+//!   set alone builds and passes); registry dependencies and the kernel cache are shared. Its
+//!   wheel cannot be one of `repro`'s two: it is linked by zig (`maturin --zig`, for the
+//!   x86_64 triple, its own target subdir) where `cargo xtask wheel` links with the host cc, it
+//!   has no path remapping and no commit (no .git in the source set), and it is not clean (the
+//!   kernel cache). Its release `kiln` (`build_kiln_binary`) is the one `audit` and `hostile`
+//!   (its tests `cargo build --release -p kiln`) reuse.
+//! - `doctor` builds the dev `kiln` that `mutations` (`cargo build -p kiln`) reuses.
+//! - `repro`: two clean builds by design — the second must see neither the first's target dir
+//!   nor its kernel cache, or nondeterminism in cached work goes unseen; they run minutes apart,
+//!   so a time that leaks into the bytes shows. Its first wheel serves `audit`, `wheel`,
+//!   `resolve` and `mutations`, so the release wheel is built through `cargo xtask wheel` only
+//!   twice.
+//! - `consumer`: another project (its own lock and workspace, kiln-build by a path outside it,
+//!   so other unit names), the README's route as written; nothing of it is kiln's build.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -33,7 +68,8 @@ struct Suite {
 /// In dependency order: `nix` installs the Nix tools that `sandbox` (it evaluates the flake's
 /// source set) and the xtask tests use; `fmt`, `clippy` and `sandbox` are the commands of the
 /// flake's checks (nix/checks/*.nix) run without Nix; `wheel` and `mutations` take the wheel
-/// `repro` built, so CI builds the release wheel through `cargo xtask wheel` only twice.
+/// `repro` built, so CI builds the release wheel through `cargo xtask wheel` only twice; the
+/// suites after `sandbox` that run `kiln` in release take its build (see the module docs).
 const SUITES: &[Suite] = &[
     Suite { name: "nix", what: "flake: parse, nixpkgs-fmt, deadnix, lock, facts about the locked nixpkgs, eval against the doubles", command: &["xtask", "nix-check"] },
     Suite { name: "fmt", what: "rustfmt check (the flake's `rustfmt` check)", command: &["cargo", "fmt", "--all", "--", "--check"] },
@@ -110,6 +146,7 @@ pub fn run(args: Args) -> Result<()> {
     );
     let started = Instant::now();
     let cpu_started = children_cpu();
+    let load_started = load_average();
     let mut results = Vec::new();
     let mut wheel = None;
     for suite in selected {
@@ -134,6 +171,13 @@ pub fn run(args: Args) -> Result<()> {
         cpu: children_cpu() - cpu_started,
     };
     eprint!("{}", summary(&results, total, cores()));
+    // Whether the wall column means anything: a load above the core count was other work.
+    if let (Some(a), Some(b)) = (load_started, load_average()) {
+        eprintln!(
+            "load average (1 min): {a:.1} at the start, {b:.1} at the end, on {} cores",
+            cores()
+        );
+    }
     let failed: Vec<&str> = results.iter().filter(|r| !r.1).map(|r| r.0).collect();
     if !failed.is_empty() {
         bail!("failed suites: {}", failed.join(", "));
@@ -163,6 +207,16 @@ fn children_cpu() -> f64 {
     secs(ru.ru_utime) + secs(ru.ru_stime)
 }
 
+/// The 1-minute load average (/proc/loadavg), where there is one.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -173,7 +227,8 @@ fn cores() -> usize {
 /// `cores` cores: no schedule finishes sooner than its CPU time spread over every core. A suite
 /// whose wall time is far above it is serial (one rustc at the end of a dependency chain, a
 /// download, a test that waits) or, on a shared machine, waited for other work; one close to it
-/// is CPU-bound and only gets faster with less work.
+/// is CPU-bound and only gets faster with less work. (CPU time itself grows somewhat on a busy
+/// machine — shared caches and memory bandwidth — so a busy run's bound is a little high.)
 fn summary(results: &[(&str, bool, Cost)], total: Cost, cores: usize) -> String {
     let n = cores as f64;
     let mut s = format!(
