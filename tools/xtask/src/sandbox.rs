@@ -42,9 +42,11 @@ pub struct Sandbox {
     pub src: PathBuf,
     pub home: PathBuf,
     pub tmp: PathBuf,
-    /// CARGO_TARGET_DIR: the checkout's own target/ (the copy's crates are other cargo units
-    /// than the checkout's, so nothing collides; registry dependencies and kiln-build's kernel
-    /// cache are shared, which keeps CI's time down).
+    /// CARGO_TARGET_DIR: the checkout's own target/, so registry dependencies and kiln-build's
+    /// kernel cache are shared, which keeps CI's time down. The copy's workspace members get the
+    /// checkout's unit names (cargo hashes a member's path relative to its workspace root); the
+    /// copy's newer mtimes make them rebuild, and what they leave is built from the same files,
+    /// so a later checkout build that takes it as fresh gets the same code.
     pub target: PathBuf,
 }
 

@@ -1,7 +1,42 @@
 //! `cargo xtask test`: every test, with the pinned toolchain bootstrapped first.
 //!
 //! Suites run in order, each timed; a failing suite does not stop the others, and the summary
-//! at the end lists what failed. `--only NAME` runs one suite; `--skip NAME` leaves one out.
+//! at the end lists what failed, with each suite's wall and CPU seconds (see [`summary`]).
+//! `--only NAME` runs one suite; `--skip NAME` leaves one out.
+//!
+//! # What CI compiles, and why no build is there twice for the same reason
+//!
+//! CI's time is mostly compiling. Every build below was checked for a second one it could be;
+//! a build stays where reusing another would change what a suite proves.
+//!
+//! - `cargo run -p xtask` (dev), paid by the first xtask suite and reused by every later one
+//!   and by `unit`'s deps (measured: `nix`, which is nearly all this compile, 268 CPU s).
+//! - `clippy`: check-mode units (metadata only), which no codegen build can reuse nor feed.
+//!   Its build scripts do run, so it fills `target/kiln-kernel-cache`, which every later
+//!   non-clean build (the sandbox's tests and wheel, hostile) hits instead of running nvcc.
+//! - `unit`'s incremental test builds a copy of the kernel crates in its own target dir, on
+//!   purpose: cargo names a workspace member's units by its path *relative to the workspace
+//!   root*, so the copy's kiln-kernels (built from a nonce-edited .cu and Rust kernel) would get
+//!   the same unit names as the checkout's in a shared target dir, and a later checkout build
+//!   would take the edited artifacts as fresh (its own sources are older). Checked with two
+//!   one-crate workspaces and one CARGO_TARGET_DIR: the second's artifact was `Fresh` for the
+//!   first. Sharing would save only registry dependencies' dev compile.
+//! - `sandbox`: the flake's source set, copied with new mtimes, so every workspace member is
+//!   rebuilt (in dev) under the checkout's unit names — that rebuild is the check (the source
+//!   set alone builds and passes); registry dependencies and the kernel cache are shared. Its
+//!   wheel cannot be one of `repro`'s two: it is linked by zig (`maturin --zig`, for the
+//!   x86_64 triple, its own target subdir) where `cargo xtask wheel` links with the host cc, it
+//!   has no path remapping and no commit (no .git in the source set), and it is not clean (the
+//!   kernel cache). Its release `kiln` (`build_kiln_binary`) is the one `audit` and `hostile`
+//!   (its tests `cargo build --release -p kiln`) reuse.
+//! - `doctor` builds the dev `kiln` that `mutations` (`cargo build -p kiln`) reuses.
+//! - `repro`: two clean builds by design — the second must see neither the first's target dir
+//!   nor its kernel cache, or nondeterminism in cached work goes unseen; they run minutes apart,
+//!   so a time that leaks into the bytes shows. Its first wheel serves `audit`, `wheel`,
+//!   `resolve` and `mutations`, so the release wheel is built through `cargo xtask wheel` only
+//!   twice.
+//! - `consumer`: another project (its own lock and workspace, kiln-build by a path outside it,
+//!   so other unit names), the README's route as written; nothing of it is kiln's build.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -33,7 +68,8 @@ struct Suite {
 /// In dependency order: `nix` installs the Nix tools that `sandbox` (it evaluates the flake's
 /// source set) and the xtask tests use; `fmt`, `clippy` and `sandbox` are the commands of the
 /// flake's checks (nix/checks/*.nix) run without Nix; `wheel` and `mutations` take the wheel
-/// `repro` built, so CI builds the release wheel through `cargo xtask wheel` only twice.
+/// `repro` built, so CI builds the release wheel through `cargo xtask wheel` only twice; the
+/// suites after `sandbox` that run `kiln` in release take its build (see the module docs).
 const SUITES: &[Suite] = &[
     Suite { name: "nix", what: "flake: parse, nixpkgs-fmt, deadnix, lock, facts about the locked nixpkgs, eval against the doubles", command: &["xtask", "nix-check"] },
     Suite { name: "fmt", what: "rustfmt check (the flake's `rustfmt` check)", command: &["cargo", "fmt", "--all", "--", "--check"] },
@@ -109,26 +145,37 @@ pub fn run(args: Args) -> Result<()> {
             .join(", ")
     );
     let started = Instant::now();
+    let cpu_started = children_cpu();
+    let load_started = load_average();
     let mut results = Vec::new();
     let mut wheel = None;
     for suite in selected {
         eprintln!("\n=== {}: {}", suite.name, suite.what);
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), children_cpu());
         let ok = run_suite(&layout, suite, &mut wheel);
-        let secs = t.elapsed().as_secs_f64();
+        let cost = Cost {
+            wall: t.elapsed().as_secs_f64(),
+            cpu: children_cpu() - cpu,
+        };
         eprintln!(
-            "=== {}: {} in {secs:.0} s",
+            "=== {}: {} in {:.0} s ({:.0} CPU s)",
             suite.name,
-            if ok { "passed" } else { "FAILED" }
+            if ok { "passed" } else { "FAILED" },
+            cost.wall,
+            cost.cpu
         );
-        results.push((suite.name, ok, secs));
+        results.push((suite.name, ok, cost));
     }
-    eprintln!("\nsummary ({:.0} s):", started.elapsed().as_secs_f64());
-    for (name, ok, secs) in &results {
+    let total = Cost {
+        wall: started.elapsed().as_secs_f64(),
+        cpu: children_cpu() - cpu_started,
+    };
+    eprint!("{}", summary(&results, total, cores()));
+    // Whether the wall column means anything: a load above the core count was other work.
+    if let (Some(a), Some(b)) = (load_started, load_average()) {
         eprintln!(
-            "  {:<8} {:<6} {secs:>5.0} s",
-            name,
-            if *ok { "ok" } else { "FAILED" }
+            "load average (1 min): {a:.1} at the start, {b:.1} at the end, on {} cores",
+            cores()
         );
     }
     let failed: Vec<&str> = results.iter().filter(|r| !r.1).map(|r| r.0).collect();
@@ -136,6 +183,86 @@ pub fn run(args: Args) -> Result<()> {
         bail!("failed suites: {}", failed.join(", "));
     }
     Ok(())
+}
+
+/// What one suite cost: wall seconds and CPU seconds.
+#[derive(Clone, Copy)]
+struct Cost {
+    wall: f64,
+    cpu: f64,
+}
+
+/// User + system CPU seconds of every child process this process has waited for, and of their
+/// waited-for descendants (getrusage(RUSAGE_CHILDREN)): cargo waits for its rustc and build
+/// scripts, maturin for cargo, so a suite's delta is all the work it caused. Unlike wall time it
+/// hardly moves when other work shares the machine, so it is the number to compare between
+/// runs on a busy machine.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return f64::NAN;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(ru.ru_utime) + secs(ru.ru_stime)
+}
+
+/// The 1-minute load average (/proc/loadavg), where there is one.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The table at the end: per suite wall s, CPU s and CPU s / cores.
+///
+/// CPU s / cores is a lower bound for the wall time of a suite's work on a quiet machine with
+/// `cores` cores: no schedule finishes sooner than its CPU time spread over every core. A suite
+/// whose wall time is far above it is serial (one rustc at the end of a dependency chain, a
+/// download, a test that waits) or, on a shared machine, waited for other work; one close to it
+/// is CPU-bound and only gets faster with less work. (CPU time itself grows somewhat on a busy
+/// machine — shared caches and memory bandwidth — so a busy run's bound is a little high.)
+fn summary(results: &[(&str, bool, Cost)], total: Cost, cores: usize) -> String {
+    let n = cores as f64;
+    let mut s = format!(
+        "\nsummary ({:.0} s wall, {:.0} CPU s; CPU s/{cores} is a lower bound for the wall time \
+         of parallel work on this {cores}-core machine, and the number to compare when it is busy):\n",
+        total.wall, total.cpu
+    );
+    s.push_str(&format!(
+        "  {:<10} {:<6} {:>7} {:>7} {:>9}\n",
+        "suite",
+        "result",
+        "wall s",
+        "CPU s",
+        format!("CPU s/{cores}")
+    ));
+    for (name, ok, c) in results {
+        s.push_str(&format!(
+            "  {:<10} {:<6} {:>7.0} {:>7.0} {:>9.0}\n",
+            name,
+            if *ok { "ok" } else { "FAILED" },
+            c.wall,
+            c.cpu,
+            c.cpu / n
+        ));
+    }
+    s.push_str(&format!(
+        "  {:<10} {:<6} {:>7.0} {:>7.0} {:>9.0}\n",
+        "total",
+        "",
+        total.wall,
+        total.cpu,
+        total.cpu / n
+    ));
+    s
 }
 
 /// The cargo-machete release the `machete` suite runs.
@@ -245,5 +372,69 @@ fn run_suite(layout: &Layout, suite: &Suite, wheel: &mut Option<PathBuf>) -> boo
             eprintln!("cannot start {program}: {e}");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CPU column counts the work of waited-for children: the delta around a child that
+    /// spins is at least the CPU time the child reports for itself (`times`). With
+    /// RUSAGE_SELF, or a delta read before the wait, it would be about zero.
+    #[test]
+    fn children_cpu_counts_a_childs_work() {
+        let before = children_cpu();
+        let out = Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; times",
+            ])
+            .output()
+            .unwrap();
+        let delta = children_cpu() - before;
+        assert!(out.status.success());
+        // `times`' first line: the shell's own user and system time, as `0m0.620000s`.
+        let text = String::from_utf8(out.stdout).unwrap();
+        let own: f64 = text
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .map(|t| {
+                let (m, s) = t.trim_end_matches('s').split_once('m').unwrap();
+                m.parse::<f64>().unwrap() * 60.0 + s.parse::<f64>().unwrap()
+            })
+            .sum();
+        assert!(own > 0.05, "the spin took only {own} CPU s: {text}");
+        // Other tests' children may add to the delta, never take from it; `times` rounds.
+        assert!(
+            delta >= own - 0.02,
+            "delta {delta:.3} CPU s, the child reports {own:.3}"
+        );
+    }
+
+    #[test]
+    fn the_summary_has_wall_cpu_and_the_per_core_bound() {
+        let c = |wall, cpu| Cost { wall, cpu };
+        let s = summary(
+            &[
+                ("unit", true, c(100.0, 150.0)),
+                ("repro", false, c(300.0, 500.0)),
+            ],
+            c(400.0, 650.0),
+            2,
+        );
+        assert!(s.contains("CPU s/2 is a lower bound"), "{s}");
+        let row = |name: &str| -> Vec<String> {
+            let line = s
+                .lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .unwrap();
+            line.split_whitespace().map(String::from).collect()
+        };
+        assert_eq!(row("unit"), ["unit", "ok", "100", "150", "75"]);
+        assert_eq!(row("repro"), ["repro", "FAILED", "300", "500", "250"]);
+        assert_eq!(row("total"), ["total", "400", "650", "325"]);
     }
 }
