@@ -68,13 +68,15 @@ pub fn by_distribution(artifact: &mut Artifact, mut judge: impl FnMut(&Artifact)
     }
     let paths: Vec<&str> = artifact.binaries.iter().map(|b| b.path.as_str()).collect();
     let owners = crate::read::dists::owners(&artifact.distributions, &paths);
-    let mut groups: BTreeMap<Option<usize>, Vec<Binary>> = BTreeMap::new();
+    // Distributions in name order, then the loose binaries (usize::MAX).
+    let mut groups: BTreeMap<usize, Vec<Binary>> = BTreeMap::new();
     for (b, owner) in std::mem::take(&mut artifact.binaries).into_iter().zip(owners) {
-        groups.entry(owner).or_default().push(b);
+        groups.entry(owner.unwrap_or(usize::MAX)).or_default().push(b);
     }
     let whole = artifact.wheel.take();
     let mut all = Vec::new();
     for (owner, group) in groups {
+        let owner = (owner != usize::MAX).then_some(owner);
         artifact.binaries = group;
         artifact.wheel = owner.map(|i| std::mem::take(&mut artifact.distributions[i]));
         judge(artifact);
