@@ -148,7 +148,8 @@ pub fn audit(
     let files = artifact.files.len();
     let report = evaluate(path, artifact, policy);
     // Nothing looked at and nothing wrong is no verdict: a pass would vouch for nothing.
-    let flagged = report.worst().is_some_and(|w| w >= Severity::Warning) || report.counts.waived > 0;
+    let flagged =
+        report.worst().is_some_and(|w| w >= Severity::Warning) || report.counts.waived > 0;
     if report.binaries.is_empty() && !flagged {
         return Err(AuditError::NothingToAudit(path.to_path_buf(), files));
     }

@@ -148,10 +148,9 @@ mod tests {
     use crate::facts::ElfFacts;
 
     fn elf(glibc: (u32, u32), cxx: Option<&str>, abi: Option<&str>) -> Binary {
-        let mut e = crate::read::elf::read(
-            &std::fs::read(std::env::current_exe().unwrap()).unwrap(),
-        )
-        .unwrap();
+        let mut e =
+            crate::read::elf::read(&std::fs::read(std::env::current_exe().unwrap()).unwrap())
+                .unwrap();
         e.max_glibc = Some(glibc);
         e.max_glibcxx = cxx.map(str::to_string);
         e.max_cxxabi = abi.map(str::to_string);

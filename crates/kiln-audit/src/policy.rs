@@ -64,9 +64,7 @@ impl Allow {
             ));
         }
         let pattern = match path {
-            Some(p) => Some(
-                glob::Pattern::new(p).map_err(|e| format!("path glob {p:?}: {e}"))?,
-            ),
+            Some(p) => Some(glob::Pattern::new(p).map_err(|e| format!("path glob {p:?}: {e}"))?),
             None => None,
         };
         Ok(Allow {

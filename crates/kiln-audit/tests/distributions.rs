@@ -26,11 +26,13 @@ fn cc(dir: &Path, out: &str, src: &str, extra: &[&str]) -> Vec<u8> {
 /// lists them all.
 fn install(site: &Path, name: &str, tag: &str, requires: &[&str], files: &[(&str, &[u8])]) {
     let dist = format!("{name}-1.0.dist-info");
-    let metadata: String =
-        std::iter::once(format!("Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"))
-            .chain(requires.iter().map(|r| format!("Requires-Dist: {r}\n")))
-            .collect();
-    let wheel = format!("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n");
+    let metadata: String = std::iter::once(format!(
+        "Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+    ))
+    .chain(requires.iter().map(|r| format!("Requires-Dist: {r}\n")))
+    .collect();
+    let wheel =
+        format!("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n");
     let meta_path = format!("{dist}/METADATA");
     let wheel_path = format!("{dist}/WHEEL");
     let mut all: Vec<(&str, &[u8])> = files.to_vec();
@@ -64,8 +66,18 @@ fn a_virtualenv_is_judged_per_distribution() {
     let old = cc(b, "old.so", "int old_f(void) { return 1; }\n", &[]);
     let new_src = "#include <pthread.h>\nstatic void *run(void *a) { return a; }\nint new_f(void) { pthread_t t; return pthread_create(&t, 0, run, 0); }\n";
     let new = cc(b, "new.so", new_src, &["-pthread"]);
-    cc(b, "libcudnn.so.9", "int cudnn_stub;\n", &["-Wl,-soname,libcudnn.so.9"]);
-    let gpu = cc(b, "gpu.so", "int gpu_f(void) { return 2; }\n", &["./libcudnn.so.9"]);
+    cc(
+        b,
+        "libcudnn.so.9",
+        "int cudnn_stub;\n",
+        &["-Wl,-soname,libcudnn.so.9"],
+    );
+    let gpu = cc(
+        b,
+        "gpu.so",
+        "int gpu_f(void) { return 2; }\n",
+        &["./libcudnn.so.9"],
+    );
 
     let venv = tempfile::tempdir().unwrap();
     let site = venv.path();
@@ -109,8 +121,16 @@ fn a_virtualenv_is_judged_per_distribution() {
     );
     // The fix names cuDNN's range from the pins a policy carries, or the soname's major; never
     // "(pinned)" against metadata/requires-dist-exact.
-    let fix = &r.findings.iter().find(|f| f.file == "gpupkg/_gpu.so").unwrap().fix;
-    assert!(fix.contains("nvidia-cudnn-cu13>=9,<10") && !fix.contains("pinned"), "{fix}");
+    let fix = &r
+        .findings
+        .iter()
+        .find(|f| f.file == "gpupkg/_gpu.so")
+        .unwrap()
+        .fix;
+    assert!(
+        fix.contains("nvidia-cudnn-cu13>=9,<10") && !fix.contains("pinned"),
+        "{fix}"
+    );
     // The same tree pooled under oldpkg's tag: the glibc rule does fire when a tag is too low.
     let too_low = tempfile::tempdir().unwrap();
     install(
@@ -134,21 +154,38 @@ fn a_virtualenv_is_judged_per_distribution() {
     let tags: Vec<(Option<&str>, &[String], Option<&str>)> = r
         .manylinux
         .iter()
-        .map(|t| (t.dist_info.as_deref(), t.declared.as_slice(), t.best.as_deref()))
+        .map(|t| {
+            (
+                t.dist_info.as_deref(),
+                t.declared.as_slice(),
+                t.best.as_deref(),
+            )
+        })
         .collect();
     assert_eq!(tags.len(), 4, "{tags:?}");
     assert_eq!(tags[3].0, None, "loose files last: {tags:?}");
     assert_eq!(tags[3].2, Some("manylinux_2_34_x86_64"));
-    let new_line = tags.iter().find(|t| t.0 == Some("newpkg-1.0.dist-info")).unwrap();
+    let new_line = tags
+        .iter()
+        .find(|t| t.0 == Some("newpkg-1.0.dist-info"))
+        .unwrap();
     assert_eq!(new_line.1, ["manylinux_2_34_x86_64"]);
     assert_eq!(new_line.2, Some("manylinux_2_34_x86_64"));
-    let old_line = tags.iter().find(|t| t.0 == Some("oldpkg-1.0.dist-info")).unwrap();
+    let old_line = tags
+        .iter()
+        .find(|t| t.0 == Some("oldpkg-1.0.dist-info"))
+        .unwrap();
     assert_eq!(old_line.1, ["manylinux_2_17_x86_64"]);
     // Every binary is still in the report, in path order.
     let paths: Vec<&str> = r.binaries.iter().map(|b| b.path.as_str()).collect();
     assert_eq!(
         paths,
-        ["gpupkg/_gpu.so", "loose/tool.so", "newpkg/_new.so", "oldpkg/_old.so"]
+        [
+            "gpupkg/_gpu.so",
+            "loose/tool.so",
+            "newpkg/_new.so",
+            "oldpkg/_old.so"
+        ]
     );
     // A multi-distribution tree has no single `wheel`; each distribution is its own.
     assert!(r.wheel.is_none());

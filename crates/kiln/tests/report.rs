@@ -9,7 +9,9 @@ use std::process::{Command, Output, Stdio};
 
 fn kiln(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiln"));
-    cmd.args(args).env_remove("NO_COLOR").env_remove("CLICOLOR_FORCE");
+    cmd.args(args)
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -25,16 +27,39 @@ fn tree(n: usize) -> tempfile::TempDir {
     std::fs::write(d.join("ext.c"), "int ext(void) { return 1; }\n").unwrap();
     for (args, out) in [
         (
-            vec!["-shared", "-fPIC", "-o", "libmissing.so.1", "stub.c", "-Wl,-soname,libmissing.so.1"],
+            vec![
+                "-shared",
+                "-fPIC",
+                "-o",
+                "libmissing.so.1",
+                "stub.c",
+                "-Wl,-soname,libmissing.so.1",
+            ],
             "libmissing.so.1",
         ),
         (
-            vec!["-shared", "-fPIC", "-o", "ext.so", "ext.c", "-Wl,--no-as-needed", "./libmissing.so.1"],
+            vec![
+                "-shared",
+                "-fPIC",
+                "-o",
+                "ext.so",
+                "ext.c",
+                "-Wl,--no-as-needed",
+                "./libmissing.so.1",
+            ],
             "ext.so",
         ),
     ] {
-        let o = Command::new("cc").args(&args).current_dir(d).output().unwrap();
-        assert!(o.status.success(), "{out}: {}", String::from_utf8_lossy(&o.stderr));
+        let o = Command::new("cc")
+            .args(&args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{out}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     let lib = std::fs::read(d.join("ext.so")).unwrap();
     let root = tempfile::tempdir().unwrap();
@@ -55,12 +80,19 @@ fn identical_findings_print_once_with_a_count_and_the_verdict_comes_last() {
     let out = kiln(&["audit", arg(t.path())], &[]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(text.matches("linkage/unresolved-needed").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("linkage/unresolved-needed").count(),
+        1,
+        "{text}"
+    );
     assert!(text.contains("linkage/unresolved-needed  ×21"), "{text}");
     assert!(text.contains("in: pkg/{ext00.so, ext01.so,"), "{text}");
     assert!(text.contains("… and 9 more"), "{text}");
     let last = text.lines().last().unwrap();
-    assert!(last.starts_with("FAIL: ") && text.starts_with("FAIL: "), "{text}");
+    assert!(
+        last.starts_with("FAIL: ") && text.starts_with("FAIL: "),
+        "{text}"
+    );
     // Piped, no --color: no escape sequence.
     assert!(!text.contains('\x1b'), "{text}");
 }
@@ -78,7 +110,10 @@ fn colour_only_on_request_or_a_terminal_and_never_with_no_color() {
         &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")],
     );
     assert!(!String::from_utf8_lossy(&no.stdout).contains('\x1b'));
-    let never = kiln(&["audit", arg(t.path()), "--color", "never"], &[("CLICOLOR_FORCE", "1")]);
+    let never = kiln(
+        &["audit", arg(t.path()), "--color", "never"],
+        &[("CLICOLOR_FORCE", "1")],
+    );
     assert!(!String::from_utf8_lossy(&never.stdout).contains('\x1b'));
 }
 
@@ -96,11 +131,18 @@ fn allow_waives_visibly_and_an_unused_allow_warns() {
         ],
         &[],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Waived"), "{text}");
     assert!(
-        text.contains("waived by linkage/unresolved-needed:pkg/*.so: loaded by the host application"),
+        text.contains(
+            "waived by linkage/unresolved-needed:pkg/*.so: loaded by the host application"
+        ),
         "{text}"
     );
     assert!(text.lines().last().unwrap().contains("3 waived"), "{text}");
@@ -108,7 +150,13 @@ fn allow_waives_visibly_and_an_unused_allow_warns() {
     assert!(err.contains("waiver reach/gap matched no finding"), "{err}");
 
     let json = kiln(
-        &["audit", arg(t.path()), "--json", "--allow", "linkage/unresolved-needed=host"],
+        &[
+            "audit",
+            arg(t.path()),
+            "--json",
+            "--allow",
+            "linkage/unresolved-needed=host",
+        ],
         &[],
     );
     assert_eq!(json.status.code(), Some(0));
@@ -120,10 +168,22 @@ fn allow_waives_visibly_and_an_unused_allow_warns() {
     assert_eq!(v["policy"]["allow"][0]["from"], "--allow");
 
     // A glob that matches nothing waives nothing: the gate fails.
-    let miss = kiln(&["audit", arg(t.path()), "--allow", "linkage/unresolved-needed:other/*=x"], &[]);
+    let miss = kiln(
+        &[
+            "audit",
+            arg(t.path()),
+            "--allow",
+            "linkage/unresolved-needed:other/*=x",
+        ],
+        &[],
+    );
     assert_eq!(miss.status.code(), Some(1));
     // Bad waivers are refused with exit 2.
-    for bad in ["linkage/unresolved-needed", "no/such-rule=x", "reach/gap=  "] {
+    for bad in [
+        "linkage/unresolved-needed",
+        "no/such-rule=x",
+        "reach/gap=  ",
+    ] {
         let out = kiln(&["audit", arg(t.path()), "--allow", bad], &[]);
         assert_eq!(out.status.code(), Some(2), "{bad}");
     }
@@ -141,8 +201,16 @@ fn the_policy_table_waives_the_same_way() {
          { rule = \"arch/no-device-code\", reason = \"host-only test tree\" },\n]\n",
     )
     .unwrap();
-    let out = kiln(&["audit", arg(t.path()), "--policy", arg(&toml), "--json"], &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = kiln(
+        &["audit", arg(t.path()), "--policy", arg(&toml), "--json"],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["counts"]["waived"], 3, "{v:#}");
     assert_eq!(v["waived"][0]["reason"], "host-only test tree");
@@ -166,7 +234,12 @@ fn a_closed_stdout_ends_quietly_with_the_verdict() {
             .unwrap();
         drop(child.stdout.take());
         let mut err = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(1), "{extra:?}: {err}");
         assert!(err.is_empty(), "{extra:?}: {err}");
@@ -177,7 +250,11 @@ fn a_closed_stdout_ends_quietly_with_the_verdict() {
 fn help_states_the_exit_codes() {
     let out = kiln(&["audit", "--help"], &[]);
     let text = String::from_utf8_lossy(&out.stdout);
-    for line in ["0  no finding", "1  findings at or above", "2  could not run"] {
+    for line in [
+        "0  no finding",
+        "1  findings at or above",
+        "2  could not run",
+    ] {
         assert!(text.contains(line), "{text}");
     }
     assert!(text.contains("--allow <RULE[:PATH_GLOB]=REASON>"), "{text}");

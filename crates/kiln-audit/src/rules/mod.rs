@@ -70,8 +70,14 @@ pub fn by_distribution(artifact: &mut Artifact, mut judge: impl FnMut(&Artifact)
     let owners = crate::read::dists::owners(&artifact.distributions, &paths);
     // Distributions in name order, then the loose binaries (usize::MAX).
     let mut groups: BTreeMap<usize, Vec<Binary>> = BTreeMap::new();
-    for (b, owner) in std::mem::take(&mut artifact.binaries).into_iter().zip(owners) {
-        groups.entry(owner.unwrap_or(usize::MAX)).or_default().push(b);
+    for (b, owner) in std::mem::take(&mut artifact.binaries)
+        .into_iter()
+        .zip(owners)
+    {
+        groups
+            .entry(owner.unwrap_or(usize::MAX))
+            .or_default()
+            .push(b);
     }
     let whole = artifact.wheel.take();
     let mut all = Vec::new();

@@ -389,6 +389,8 @@ mod tests {
         );
         // An unpacked tree may hold unlisted files and rows without hashes; content still counts.
         a.kind = InputKind::Directory;
+        // As the directory reader gives it: each dist-info is a distribution (read/dists.rs).
+        a.distributions = a.wheel.iter().cloned().collect();
         let f = run(&a);
         let mut got = rules(&f);
         got.sort();

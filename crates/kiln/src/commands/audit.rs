@@ -120,7 +120,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|| kiln_audit::json::default_budget(input_bytes(&args.input, &report)));
         kiln_audit::json::write(&mut out, &report, budget).map(drop)
     } else {
-        render(&mut out, &report, failed, args.full, Paint::for_stdout(args.color))
+        render(
+            &mut out,
+            &report,
+            failed,
+            args.full,
+            Paint::for_stdout(args.color),
+        )
     };
     // A write error at the final flush is reported like any other.
     let written = written.and_then(|()| out.flush());
@@ -154,9 +160,9 @@ fn build_policy(args: &Args) -> anyhow::Result<Policy> {
     )
     .map_err(error)?;
     for a in &args.allow {
-        policy.allow.push(
-            kiln_audit::Allow::parse(a).map_err(|e| error(e).context("--allow"))?,
-        );
+        policy
+            .allow
+            .push(kiln_audit::Allow::parse(a).map_err(|e| error(e).context("--allow"))?);
     }
     if let Some(list) = &args.require_gpus {
         policy.require_gpus =

@@ -70,12 +70,20 @@ impl Paint {
 }
 
 /// The verdict line, e.g. `FAIL: x.whl — 2 error(s), 0 warning(s), 1 note(s), 3 waived`.
-pub fn verdict(out: &mut impl Write, r: &Report, failed: bool, paint: Paint) -> std::io::Result<()> {
+pub fn verdict(
+    out: &mut impl Write,
+    r: &Report,
+    failed: bool,
+    paint: Paint,
+) -> std::io::Result<()> {
     let c = &r.counts;
     let (word, colour) = if failed {
         ("FAIL", AnsiColor::Red)
     } else if c.errors + c.warnings > 0 {
-        ("PASS (with findings below the threshold)", AnsiColor::Yellow)
+        (
+            "PASS (with findings below the threshold)",
+            AnsiColor::Yellow,
+        )
     } else {
         ("PASS", AnsiColor::Green)
     };
@@ -108,7 +116,12 @@ pub fn group(findings: &[Finding]) -> Vec<Group<'_>> {
     let mut index: BTreeMap<(&str, Severity, &str, &str), usize> = BTreeMap::new();
     let mut groups: Vec<Group<'_>> = Vec::new();
     for f in findings {
-        let key = (f.rule.as_str(), f.severity, f.message.as_str(), f.fix.as_str());
+        let key = (
+            f.rule.as_str(),
+            f.severity,
+            f.message.as_str(),
+            f.fix.as_str(),
+        );
         match index.get(&key) {
             Some(&i) => groups[i].files.push(&f.file),
             None => {
@@ -187,9 +200,10 @@ pub fn waived(out: &mut impl Write, r: &Report, full: bool, paint: Paint) -> std
         writeln!(out, "\nWaived (listed, failing nothing)")?;
         let mut groups: Vec<(&str, &str, Vec<&kiln_audit::Waived>)> = Vec::new();
         for w in &r.waived {
-            match groups.iter_mut().find(|(a, m, _)| {
-                *a == w.allow && *m == w.finding.message
-            }) {
+            match groups
+                .iter_mut()
+                .find(|(a, m, _)| *a == w.allow && *m == w.finding.message)
+            {
                 Some(g) => g.2.push(w),
                 None => groups.push((&w.allow, &w.finding.message, vec![w])),
             }
@@ -206,10 +220,17 @@ pub fn waived(out: &mut impl Write, r: &Report, full: bool, paint: Paint) -> std
             writeln!(
                 out,
                 "  {} {}{head}",
-                paint.paint(Style::new().dimmed(), &format!("{:<7}", f.severity.as_str())),
+                paint.paint(
+                    Style::new().dimmed(),
+                    &format!("{:<7}", f.severity.as_str())
+                ),
                 f.rule
             )?;
-            writeln!(out, "          {}", escape::lines(message).replace('\n', "\n          "))?;
+            writeln!(
+                out,
+                "          {}",
+                escape::lines(message).replace('\n', "\n          ")
+            )?;
             writeln!(
                 out,
                 "          waived by {}: {}",
@@ -242,7 +263,9 @@ pub fn manylinux(out: &mut impl Write, tags: &[ManylinuxTag]) -> std::io::Result
     for t in tags {
         let who = match &t.dist_info {
             Some(d) => esc(d).into_owned(),
-            None if tags.len() > 1 => "files in no RECORD (loose: no tags, no Requires-Dist; --platform applies)".into(),
+            None if tags.len() > 1 => {
+                "files in no RECORD (loose: no tags, no Requires-Dist; --platform applies)".into()
+            }
             None => "the input".into(),
         };
         let declared = if t.declared.is_empty() {
