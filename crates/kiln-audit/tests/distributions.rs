@@ -189,6 +189,17 @@ fn a_virtualenv_is_judged_per_distribution() {
     );
     // A multi-distribution tree has no single `wheel`; each distribution is its own.
     assert!(r.wheel.is_none());
+
+    // Every key of the report and of a ManylinuxTag is in the schema doc.
+    let doc = include_str!("../../../docs/audit-json-schema.md");
+    let v = serde_json::to_value(&r).unwrap();
+    let tag = serde_json::to_value(&r.manylinux[0]).unwrap();
+    for key in v.as_object().unwrap().keys().chain(tag.as_object().unwrap().keys()) {
+        assert!(
+            doc.contains(&format!("\"{key}\"")) || doc.contains(&format!("`{key}`")),
+            "{key} is not in docs/audit-json-schema.md"
+        );
+    }
 }
 
 /// Nothing to audit is no pass: an empty directory, and one holding only Python files and a
