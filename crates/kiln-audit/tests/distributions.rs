@@ -194,7 +194,12 @@ fn a_virtualenv_is_judged_per_distribution() {
     let doc = include_str!("../../../docs/audit-json-schema.md");
     let v = serde_json::to_value(&r).unwrap();
     let tag = serde_json::to_value(&r.manylinux[0]).unwrap();
-    for key in v.as_object().unwrap().keys().chain(tag.as_object().unwrap().keys()) {
+    for key in v
+        .as_object()
+        .unwrap()
+        .keys()
+        .chain(tag.as_object().unwrap().keys())
+    {
         assert!(
             doc.contains(&format!("\"{key}\"")) || doc.contains(&format!("`{key}`")),
             "{key} is not in docs/audit-json-schema.md"
