@@ -24,6 +24,9 @@ pub enum AuditError {
     /// The file changed while it was read.
     #[error("{0}: {1}; audit it again once nothing writes to it")]
     Changed(PathBuf, String),
+    /// No ELF or fatbin anywhere in the input, and nothing else wrong with it: no verdict.
+    #[error("{0}: nothing to audit: no ELF file or fatbin among its {1} file(s) (kiln audit judges binaries; a pure-Python wheel or an empty directory has none)")]
+    NothingToAudit(PathBuf, usize),
     /// A file that is both an ELF/fatbin and a zip.
     #[error("{0}: both an ELF/fatbin and a zip archive (or an ELF named .whl): pip would install one, the loader load the other — refused")]
     Polyglot(PathBuf),

@@ -187,8 +187,12 @@ pub struct Artifact {
     pub files: BTreeSet<String>,
     /// Every ELF (or bare fatbin) in it.
     pub binaries: Vec<Binary>,
-    /// For a wheel (or an unpacked one): its metadata.
+    /// For a wheel, or a directory holding exactly one `.dist-info` (an unpacked wheel): its
+    /// metadata.
     pub wheel: Option<WheelMeta>,
+    /// For a directory: every top-level `.dist-info` (a site-packages holds many), each read on
+    /// its own, by name. A binary belongs to the distribution whose RECORD lists it.
+    pub distributions: Vec<WheelMeta>,
     /// sha256 and size of every member or file read, for RECORD.
     pub digests: BTreeMap<String, MemberDigest>,
     /// For a lone ELF: the `$ORIGIN`-relative library paths that exist next to it on disk
@@ -207,6 +211,7 @@ impl Artifact {
             files: BTreeSet::new(),
             binaries: Vec::new(),
             wheel: None,
+            distributions: Vec::new(),
             digests: BTreeMap::new(),
             beside: BTreeSet::new(),
             problems: Vec::new(),

@@ -67,7 +67,7 @@ pub fn write<W: Write>(
         omitted: OmittedSoFar,
     }
     .serialize(&mut ser)
-    .map_err(io::Error::other)?;
+    .map_err(io::Error::from)?;
     let mut out = ser.into_inner();
     writeln!(out)?;
     out.flush()?;
@@ -127,6 +127,7 @@ macro_rules! bounded_lists {
 
 bounded_lists! {
     findings => "findings",
+    waived => "waived",
     binaries => "binaries",
     needed => "binaries[].elf.needed",
     runpath => "binaries[].elf.runpath",

@@ -23,6 +23,7 @@ mod finding;
 pub mod json;
 mod kernel_fold;
 mod kernel_matrix;
+mod manylinux;
 mod options;
 mod policy;
 mod reach;
@@ -37,8 +38,9 @@ pub use error::AuditError;
 pub use facts::{Artifact, Binary, InputKind};
 pub use finding::{Finding, Rule, Severity, LOWER_SEVERITY, RULES};
 pub use kernel_matrix::{Coverage, CoverageRow};
+pub use manylinux::ManylinuxTag;
 pub use options::{NoProgress, Options, Progress};
-pub use policy::{parse_arch_list, parse_gpu_list, Policy};
+pub use policy::{parse_arch_list, parse_gpu_list, Allow, Policy};
 pub use reach::{BinaryReach, Path as ReachPath, Reach, ReachCell};
 pub use read::demangle;
 pub use rules::{Resolution, Via};
@@ -66,6 +68,15 @@ pub struct Report {
     /// Most severe first, then by rule and file; capped per rule ([`FINDINGS_PER_RULE`]).
     #[serde(serialize_with = "crate::json::findings")]
     pub findings: Vec<Finding>,
+    /// Findings a waiver ([`Allow`]) matched: listed with its reason, counted in
+    /// `counts.waived`, failing nothing. Same order and cap as `findings`.
+    #[serde(serialize_with = "crate::json::waived")]
+    pub waived: Vec<Waived>,
+    /// Waivers that matched no finding (`rule[:path]`): a stale or mistyped waiver.
+    pub unused_allows: Vec<String>,
+    /// Per wheel, per distribution of a directory, or for a directory's loose files: the
+    /// platform tags declared and the best manylinux tag the binaries allow (auditwheel's way).
+    pub manylinux: Vec<ManylinuxTag>,
     /// Before the long lists: under a JSON budget (json.rs) it is listed whatever they hold.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wheel: Option<facts::WheelMeta>,
@@ -91,6 +102,8 @@ pub struct Counts {
     pub warnings: usize,
     /// Findings at [`Severity::Info`].
     pub infos: usize,
+    /// Findings waived (any severity; not in the three counts above).
+    pub waived: usize,
     /// ELF files and bare fatbins.
     pub binaries: usize,
     /// Binaries holding loadable device code.
@@ -103,6 +116,18 @@ pub struct Counts {
     pub ptx: usize,
     /// Distinct kernel names per binary, summed.
     pub kernels: usize,
+}
+
+/// A finding a waiver matched.
+#[derive(Debug, Clone, Serialize)]
+pub struct Waived {
+    /// The finding as the rule stated it.
+    #[serde(flatten)]
+    pub finding: Finding,
+    /// The waiver's reason.
+    pub reason: String,
+    /// The waiver, `rule[:path]`.
+    pub allow: String,
 }
 
 impl Report {
@@ -120,12 +145,20 @@ pub fn audit(
     progress: &dyn Progress,
 ) -> Result<Report, AuditError> {
     let artifact = read::path(path, opts, progress)?;
-    Ok(evaluate(path, artifact, policy))
+    let files = artifact.files.len();
+    let report = evaluate(path, artifact, policy);
+    // Nothing looked at and nothing wrong is no verdict: a pass would vouch for nothing.
+    let flagged =
+        report.worst().is_some_and(|w| w >= Severity::Warning) || report.counts.waived > 0;
+    if report.binaries.is_empty() && !flagged {
+        return Err(AuditError::NothingToAudit(path.to_path_buf(), files));
+    }
+    Ok(report)
 }
 
 /// Evaluates the rules over an artifact already read.
-pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
-    let (mut findings, linkage) = rules::evaluate(&artifact, policy);
+pub fn evaluate(path: &Path, mut artifact: Artifact, policy: &Policy) -> Report {
+    let (mut findings, linkage) = rules::evaluate(&mut artifact, policy);
     let reach = reach::of(&artifact.binaries, policy.min_driver);
     findings.sort_by(|a, b| {
         b.severity
@@ -134,7 +167,9 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
             .then(a.file.cmp(&b.file))
     });
     findings.dedup();
+    let (findings, waived, unused_allows) = waive(findings, &policy.allow);
     let mut counts = Counts {
+        waived: waived.len(),
         binaries: artifact.binaries.len(),
         ..Default::default()
     };
@@ -147,6 +182,14 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
     }
     // Counted in full above; listed up to a cap per rule (a hostile input can produce millions).
     let findings = finding::aggregate(findings, FINDINGS_PER_RULE);
+    let waived = cap_waived(waived);
+    let mut manylinux = Vec::new();
+    rules::by_distribution(&mut artifact, |view| {
+        let binaries: Vec<&Binary> = view.binaries.iter().collect();
+        if view.kind != InputKind::Fatbin {
+            manylinux.push(manylinux::of(view.wheel.as_ref(), &binaries));
+        }
+    });
     let mut coverage = Vec::new();
     for b in &artifact.binaries {
         if let Some(d) = &b.device {
@@ -175,10 +218,57 @@ pub fn evaluate(path: &Path, artifact: Artifact, policy: &Policy) -> Report {
         policy: policy.clone(),
         counts,
         findings,
+        waived,
+        unused_allows,
+        manylinux,
         binaries: artifact.binaries,
         linkage,
         wheel: artifact.wheel,
         coverage,
         reach,
     }
+}
+
+/// Splits `findings` into those that stand and those a waiver matches (the first matching
+/// waiver gives the reason); also returns the waivers that matched nothing.
+fn waive(findings: Vec<Finding>, allows: &[Allow]) -> (Vec<Finding>, Vec<Waived>, Vec<String>) {
+    if allows.is_empty() {
+        return (findings, Vec::new(), Vec::new());
+    }
+    let mut used = vec![false; allows.len()];
+    let mut kept = Vec::new();
+    let mut waived = Vec::new();
+    for f in findings {
+        match allows.iter().position(|a| a.matches(&f)) {
+            Some(i) => {
+                used[i] = true;
+                waived.push(Waived {
+                    reason: allows[i].reason.clone(),
+                    allow: allows[i].label(),
+                    finding: f,
+                });
+            }
+            None => kept.push(f),
+        }
+    }
+    let unused = allows
+        .iter()
+        .zip(used)
+        .filter(|(_, u)| !u)
+        .map(|(a, _)| a.label())
+        .collect();
+    (kept, waived, unused)
+}
+
+/// Waived findings listed up to [`FINDINGS_PER_RULE`] per rule, like findings.
+fn cap_waived(waived: Vec<Waived>) -> Vec<Waived> {
+    let mut per_rule: std::collections::HashMap<Rule, usize> = Default::default();
+    waived
+        .into_iter()
+        .filter(|w| {
+            let n = per_rule.entry(w.finding.rule).or_default();
+            *n += 1;
+            *n <= FINDINGS_PER_RULE
+        })
+        .collect()
 }

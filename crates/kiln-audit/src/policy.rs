@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 
 use kiln_pins::{Arch, Pins, RuntimeLib};
+
+use crate::finding::Rule;
 use serde::Serialize;
 
 /// What the audited artifact must hold; each rule that needs a field it lacks is skipped.
@@ -25,6 +27,89 @@ pub struct Policy {
     /// kiln's runtime pins: sonames -> wheel, lib dir and pinned version.
     #[serde(skip)]
     pub runtime: BTreeMap<String, RuntimeLib>,
+    /// Waivers (`--allow`, the policy table's `audit.allow`): findings they match are listed
+    /// as waived, with the reason, and fail nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<Allow>,
+}
+
+/// One waiver: findings of `rule` whose file matches `path` (a glob; absent: any file).
+#[derive(Debug, Clone, Serialize)]
+pub struct Allow {
+    /// The rule it waives.
+    pub rule: Rule,
+    /// Glob over the finding's file (`*` crosses `/`); None: every file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Why; printed beside each waived finding.
+    pub reason: String,
+    /// Where it was stated: `"--allow"` or the policy file's path.
+    pub from: String,
+    #[serde(skip)]
+    pattern: Option<glob::Pattern>,
+}
+
+impl Allow {
+    /// A waiver from its parts; the error says what is wrong (an unknown rule, a bad glob, no
+    /// reason).
+    pub fn new(rule: &str, path: Option<&str>, reason: &str, from: &str) -> Result<Allow, String> {
+        let rule_id = rule.trim();
+        let rule = Rule::parse(rule_id).ok_or_else(|| {
+            format!("{rule_id:?} is not a rule id (docs/audit-json-schema.md lists them, e.g. reach/gap)")
+        })?;
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return Err(format!(
+                "waiving {rule} needs a reason (RULE[:PATH_GLOB]=REASON)"
+            ));
+        }
+        let pattern = match path {
+            Some(p) => Some(glob::Pattern::new(p).map_err(|e| format!("path glob {p:?}: {e}"))?),
+            None => None,
+        };
+        Ok(Allow {
+            rule,
+            path: path.map(str::to_string),
+            reason: reason.to_string(),
+            from: from.to_string(),
+            pattern,
+        })
+    }
+
+    /// `RULE[:PATH_GLOB]=REASON`, as `--allow` takes it.
+    pub fn parse(text: &str) -> Result<Allow, String> {
+        let (spec, reason) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?}: expected RULE[:PATH_GLOB]=REASON"))?;
+        let (rule, path) = match spec.split_once(':') {
+            Some((r, p)) => (r, Some(p)),
+            None => (spec, None),
+        };
+        Allow::new(rule, path, reason, "--allow")
+    }
+
+    /// Whether it waives `f`.
+    pub fn matches(&self, f: &crate::Finding) -> bool {
+        f.rule == self.rule
+            && self.pattern.as_ref().is_none_or(|p| {
+                p.matches_with(
+                    &f.file,
+                    glob::MatchOptions {
+                        case_sensitive: true,
+                        require_literal_separator: false,
+                        require_literal_leading_dot: false,
+                    },
+                )
+            })
+    }
+
+    /// `rule[:path]`, as the report names it.
+    pub fn label(&self) -> String {
+        match &self.path {
+            Some(p) => format!("{}:{p}", self.rule),
+            None => self.rule.to_string(),
+        }
+    }
 }
 
 impl Policy {
@@ -37,7 +122,22 @@ impl Policy {
             platform: None,
             require_gpus: None,
             runtime: pins.runtime.clone(),
+            allow: Vec::new(),
         }
+    }
+
+    /// The waivers of a policy file's `[workspace.metadata.kiln.audit] allow`, checked.
+    pub fn allows_of(pins: &Pins) -> Result<Vec<Allow>, String> {
+        let from = pins.manifest.display().to_string();
+        pins.audit
+            .allow
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                Allow::new(&a.rule, a.path.as_deref(), &a.reason, &from)
+                    .map_err(|e| format!("{from}: audit.allow[{i}]: {e}"))
+            })
+            .collect()
     }
 
     /// The policy a caller states: `pins` (kiln's own, from a workspace Cargo.toml) overridden by
@@ -50,6 +150,9 @@ impl Policy {
         platform: Option<&str>,
     ) -> Result<Policy, String> {
         let mut policy = pins.map(Policy::from_pins).unwrap_or_default();
+        if let Some(p) = pins {
+            policy.allow = Policy::allows_of(p)?;
+        }
         if let Some(list) = expect_sass {
             policy.expect_sass =
                 Some(parse_arch_list(list).map_err(|e| format!("--expect-sass: {e}"))?);
@@ -170,5 +273,21 @@ mod tests {
         let p = Policy::from_flags(None, Some("90a"), Some("120"), Some(580), None).unwrap();
         assert_eq!(p.expect_sass.unwrap()[0].short(), "90a");
         assert_eq!(p.min_driver, Some(580));
+    }
+
+    #[test]
+    fn allow_is_parsed_checked_and_matched_by_glob() {
+        let a = Allow::parse("reach/gap:nvidia/*/lib/*.so*=Thor is Arm-only").unwrap();
+        assert_eq!(a.label(), "reach/gap:nvidia/*/lib/*.so*");
+        assert_eq!(a.reason, "Thor is Arm-only");
+        let f = |rule, file: &str| crate::finding::finding(rule, file, "m".into(), "x");
+        assert!(a.matches(&f(Rule::ReachGap, "nvidia/nccl/lib/libnccl.so.2")));
+        assert!(!a.matches(&f(Rule::ReachGap, "torch/lib/libtorch.so")));
+        assert!(!a.matches(&f(Rule::ArchMissingSass, "nvidia/nccl/lib/libnccl.so.2")));
+        let any = Allow::parse("tags/glibc-too-new=tested on 2.28").unwrap();
+        assert!(any.matches(&f(Rule::TagsGlibcTooNew, "")));
+        for bad in ["reach/gap", "reach/gapp=x", "reach/gap= ", "reach/gap:[=x"] {
+            assert!(Allow::parse(bad).is_err(), "{bad}");
+        }
     }
 }

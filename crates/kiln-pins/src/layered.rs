@@ -10,7 +10,8 @@
 //! - `toolchain` always comes from kiln (a table that states its own is a complete pin set and
 //!   is not layered at all);
 //! - `archs`, `min-driver`, `runtime` come from kiln when the project leaves them out;
-//! - `wheel` and `test-tools` describe kiln's own wheel and checks and are never inherited.
+//! - `wheel` and `test-tools` describe kiln's own wheel and checks and are never inherited;
+//!   nor is `audit` (a project's waivers are its own).
 
 /// Keys a project's table takes from kiln's when it leaves them out.
 pub const INHERITED_KEYS: &[&str] = &["archs", "min-driver", "toolchain", "runtime"];

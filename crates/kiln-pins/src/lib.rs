@@ -18,5 +18,6 @@ pub use kiln_arch::{
     TargetKind, Variant, DRIVER_PTX_ISA, GPU_GENERATIONS,
 };
 pub use pins::{
-    find_workspace_manifest, AbiRange, Pins, RuntimeLib, Toolchain, WheelPins, BUILT_IN_MANIFEST,
+    find_workspace_manifest, AbiRange, AuditAllow, AuditPins, Pins, RuntimeLib, Toolchain,
+    WheelPins, BUILT_IN_MANIFEST,
 };

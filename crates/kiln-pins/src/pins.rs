@@ -182,6 +182,29 @@ impl WheelPins {
     }
 }
 
+/// `kiln audit`'s policy beyond the pins (`[workspace.metadata.kiln.audit]`), optional.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct AuditPins {
+    /// Waivers: findings `kiln audit --policy` lists as waived, with their reason, instead of
+    /// failing the gate.
+    #[serde(default)]
+    pub allow: Vec<AuditAllow>,
+}
+
+/// One waiver: `{ rule = "reach/gap", path = "nvidia/*/lib/*.so*", reason = "..." }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct AuditAllow {
+    /// The rule id, e.g. "reach/gap" (kiln-audit checks it names a rule).
+    pub rule: String,
+    /// A glob over the finding's file (path inside the input); absent: every file.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Why the finding is acceptable; printed beside every finding it waives.
+    pub reason: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct RawKiln {
@@ -194,6 +217,8 @@ struct RawKiln {
     test_tools: BTreeMap<String, String>,
     #[serde(default)]
     wheel: Option<WheelPins>,
+    #[serde(default)]
+    audit: AuditPins,
 }
 
 /// Everything in `[workspace.metadata.kiln]`, validated.
@@ -213,6 +238,9 @@ pub struct Pins {
     pub test_tools: BTreeMap<String, String>,
     /// The wheel's manylinux level and Requires-Dist rule (None when the table is absent).
     pub wheel: Option<WheelPins>,
+    /// `kiln audit`'s waivers (`[workspace.metadata.kiln.audit]`; empty when absent). A
+    /// project's own: never inherited from kiln's table.
+    pub audit: AuditPins,
     /// The top-level keys taken from kiln's built-in pins because the project's table left them
     /// out (empty for a complete table such as kiln's own).
     pub inherited: Vec<String>,
@@ -330,6 +358,13 @@ impl Pins {
         for (name, lib) in &raw.runtime {
             validate_runtime(name, lib)?;
         }
+        for (i, a) in raw.audit.allow.iter().enumerate() {
+            if a.rule.trim().is_empty() || a.reason.trim().is_empty() {
+                return Err(PinsError::Invalid(format!(
+                    "audit.allow[{i}]: `rule` and `reason` must both be given (a waiver without a reason is not visible)"
+                )));
+            }
+        }
         if let Some(w) = &raw.wheel {
             if w.glibc().is_none() {
                 return Err(PinsError::Invalid(format!(
@@ -347,6 +382,7 @@ impl Pins {
             runtime: raw.runtime,
             test_tools: raw.test_tools,
             wheel: raw.wheel,
+            audit: raw.audit,
         })
     }
 
@@ -471,6 +507,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("min-drivr"), "{e}");
+    }
+
+    /// `[workspace.metadata.kiln.audit] allow`: optional, read as written, a reason required;
+    /// a consumer table states its own and never inherits kiln's.
+    #[test]
+    fn audit_waivers_are_read_and_need_a_reason() {
+        let pins = Pins::parse(&workspace_toml(), Path::new("Cargo.toml")).unwrap();
+        assert!(pins.audit.allow.is_empty());
+        let table = "\n[workspace.metadata.kiln.audit]\nallow = [\n  { rule = \"reach/gap\", path = \"nvidia/*/lib/*\", reason = \"Arm-only GPU\" },\n  { rule = \"tags/glibc-too-new\", reason = \"tested\" },\n]\n";
+        let pins = Pins::parse(&(workspace_toml() + table), Path::new("C")).unwrap();
+        assert_eq!(pins.audit.allow.len(), 2);
+        assert_eq!(pins.audit.allow[0].path.as_deref(), Some("nvidia/*/lib/*"));
+        assert_eq!(pins.audit.allow[1].path, None);
+        let no_reason = table.replace("\"tested\"", "\" \"");
+        let e = Pins::parse(&(workspace_toml() + &no_reason), Path::new("C"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("audit.allow[1]") && e.contains("reason"), "{e}");
+        let typo = table.replace("reason = \"tested\"", "why = \"tested\"");
+        assert!(Pins::parse(&(workspace_toml() + &typo), Path::new("C")).is_err());
     }
 
     #[test]

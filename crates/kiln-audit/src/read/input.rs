@@ -17,6 +17,7 @@ use crate::error::AuditError;
 use crate::facts::{Artifact, Binary, DistRecord, InputKind, ReadProblem, WheelMeta};
 use crate::options::{Options, Progress};
 use crate::read::device;
+use crate::read::dists;
 use crate::read::elf;
 use crate::read::runpath;
 use crate::read::source::{self, Source};
@@ -765,7 +766,7 @@ fn same_version(a: &str, b: &str) -> bool {
 }
 
 /// Parses RECORD / WHEEL / METADATA of every top-level `.dist-info` (the first few).
-fn read_dist_info(
+pub(crate) fn read_dist_info(
     texts: &BTreeMap<String, Vec<u8>>,
     filename: Option<tags::FilenameTags>,
     problems: &mut Vec<ReadProblem>,
@@ -936,10 +937,11 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
         .into_iter()
         .filter(|(k, _)| is_dist_info_file(k))
         .collect();
-    let wheel = if top.is_empty() {
-        None
-    } else {
-        Some(read_dist_info(&top, None, &mut problems))
+    // Each distribution on its own (read/dists.rs); one alone is an unpacked wheel.
+    let distributions = dists::read(top, &mut problems);
+    let wheel = match distributions.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
     };
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Artifact {
@@ -947,6 +949,7 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
         files,
         binaries,
         wheel,
+        distributions,
         digests,
         problems,
         ..Artifact::empty(InputKind::Directory)

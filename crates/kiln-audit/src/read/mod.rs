@@ -7,12 +7,14 @@
 //! - `elf`, `elf_dynamic`: NEEDED, RUNPATH, GLIBC versions, `.note.dlopen`, `.kiln_manifest`
 //! - `device`: every fatbin entry with its target, kernels and PTX ISA; `demangle` names them
 //! - `runpath`: the `$ORIGIN` directories a RUNPATH reaches
+//! - `dists`: a directory's distributions, each read on its own, and which owns each file
 //!
 //! The entry points below are public for callers that hold bytes rather than a path (fuzzing,
 //! tests).
 
 pub mod demangle;
 pub(crate) mod device;
+pub(crate) mod dists;
 pub(crate) mod elf;
 mod elf_dynamic;
 pub(crate) mod input;

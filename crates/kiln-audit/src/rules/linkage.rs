@@ -90,7 +90,6 @@ const BUILD_TREE_MARKERS: &[&str] = &[
 
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) -> Vec<Resolution> {
     let mut out = Vec::new();
-    bundled_driver(artifact, findings);
     // File name -> first path holding it: one pass, so the "a copy is at …" hint costs a lookup
     // per unresolved soname, not a scan of every file (30k files x 30k NEEDED was quadratic).
     let mut by_name: HashMap<&str, &str> = HashMap::new();
@@ -401,7 +400,8 @@ fn machine_expected(artifact: &Artifact, policy: &Policy) -> Option<(String, (u1
         .find_map(|p| platform::machine_for(p).map(|m| (p.to_string(), m)))
 }
 
-fn bundled_driver(artifact: &Artifact, findings: &mut Vec<Finding>) {
+/// Run once per input (rules/mod.rs), not per distribution: it looks at every file.
+pub fn bundled_driver(artifact: &Artifact, findings: &mut Vec<Finding>) {
     for f in &artifact.files {
         let name = f.rsplit('/').next().unwrap_or(f);
         if let Some(lib) = platform::bundled_driver_lib(name) {
@@ -546,8 +546,8 @@ fn resolve(
                     names[0]
                 ),
                 format!(
-                    "add `Requires-Dist: {}` (pinned) to the package metadata",
-                    names[0]
+                    "add `Requires-Dist: {}` to the package metadata (a range, not one release: metadata/requires-dist-exact)",
+                    crate::rules::metadata::requirement_for_soname(policy, names[0], soname)
                 ),
             ));
             return Via::Unresolved;

@@ -7,6 +7,11 @@ use crate::rules::platform;
 
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) {
     let Some(meta) = &artifact.wheel else { return };
+    // In a directory, each distribution's own METADATA.
+    let metadata_file = match meta.dist_info.first() {
+        Some(d) if artifact.kind == crate::facts::InputKind::Directory => format!("{d}/METADATA"),
+        _ => "METADATA".to_string(),
+    };
     let mut tags: Vec<&String> = meta.tags.iter().collect();
     if let Some(f) = &meta.filename {
         tags.extend(&f.tags);
@@ -33,7 +38,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             if !r.admits(&lib.version) {
                 findings.push(finding(
                     Rule::MetadataRequiresDistPin,
-                    "METADATA",
+                    &metadata_file,
                     format!(
                         "Requires-Dist {:?} does not admit the exact pin {} {} the build and tests use",
                         r.raw, lib.wheel, lib.version
@@ -53,15 +58,52 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         if let Some(exact) = r.exact_pin() {
             findings.push(finding(
                 Rule::MetadataRequiresDistExact,
-                "METADATA",
+                &metadata_file,
                 format!(
                     "Requires-Dist {:?} pins {} to one release ({exact}); the wheel cannot coexist with packages that need another",
                     r.raw, r.name
                 ),
-                "declare the ABI range instead (soname major, oldest supported minor), e.g. \"name>=9.19,<10\"",
+                format!(
+                    "declare the ABI range instead (soname major, oldest supported minor): `{}`",
+                    range_for(policy, &r.name, Some(&exact))
+                ),
             ));
         }
     }
+}
+
+/// The Requires-Dist line to suggest for `wheel` (normalized name): the pins' `requires` range
+/// when the policy pins it; else the ABI range of `version`'s major from its minor
+/// (`2.28.9` → `>=2.28,<3`), or of a soname's major (`libfoo.so.9` → `>=9,<10`); else the name
+/// alone. Never one exact release: metadata/requires-dist-exact warns against that.
+pub fn range_for(policy: &Policy, wheel: &str, version: Option<&str>) -> String {
+    if let Some(lib) = policy
+        .runtime
+        .values()
+        .find(|l| kiln_wheel::metadata::normalize_name(&l.wheel) == wheel)
+    {
+        return lib.requirement();
+    }
+    let number = |s: Option<&str>| s.and_then(|s| s.trim().parse::<u64>().ok());
+    if let Some(v) = version {
+        let mut parts = v.split('.');
+        if let (Some(major), Some(minor)) = (number(parts.next()), number(parts.next())) {
+            return format!("{wheel}>={major}.{minor},<{}", major + 1);
+        }
+        if let Some(major) = number(v.split('.').next()) {
+            return format!("{wheel}>={major},<{}", major + 1);
+        }
+    }
+    wheel.to_string()
+}
+
+/// The Requires-Dist line to suggest for the wheel that ships `soname`.
+pub fn requirement_for_soname(policy: &Policy, wheel: &str, soname: &str) -> String {
+    let major = soname
+        .rsplit_once(".so.")
+        .and_then(|(_, v)| v.split('.').next())
+        .filter(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()));
+    range_for(policy, wheel, major)
 }
 
 /// The Requires-Dist rules, driven by hand-made METADATA against the workspace's real pins.
@@ -139,5 +181,15 @@ mod tests {
         assert!(found[0].message.contains(&nccl.version), "{found:?}");
         // A wildcard is a range, not one release.
         assert!(audit(&["numpy==2.*".into()]).is_empty());
+        // Each fix names the range of its own package: NCCL's from the pins, numpy's from
+        // its pinned release; never cuDNN's.
+        assert!(
+            found[0].fix.contains(&nccl.requirement()),
+            "{}",
+            found[0].fix
+        );
+        assert!(found[1].fix.contains("`numpy>=2.1,<3`"), "{}", found[1].fix);
+        let cudnn = &p.runtime["cudnn"];
+        assert!(!found[1].fix.contains(&cudnn.requires), "{}", found[1].fix);
     }
 }

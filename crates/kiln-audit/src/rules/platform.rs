@@ -136,6 +136,29 @@ pub fn cxx_ceiling(platform: &str) -> Option<(&'static str, &'static str)> {
     (!glibcxx.is_empty()).then_some((glibcxx, cxxabi))
 }
 
+/// The glibc minors of the manylinux policies auditwheel lists for `arch` ("x86_64",
+/// "aarch64"), oldest first ([`CXX_POLICIES`]); empty for other architectures.
+pub fn manylinux_policies(arch: &str) -> impl Iterator<Item = u32> + '_ {
+    CXX_POLICIES
+        .iter()
+        .filter(move |r| match arch {
+            "x86_64" => !r.1.is_empty(),
+            "aarch64" => !r.3.is_empty(),
+            _ => false,
+        })
+        .map(|r| r.0)
+}
+
+/// The PEP 513/571/599 name of a manylinux_2_X policy, for the glibc minors that have one.
+pub fn legacy_alias(glibc_minor: u32) -> Option<&'static str> {
+    match glibc_minor {
+        5 => Some("manylinux1"),
+        12 => Some("manylinux2010"),
+        17 => Some("manylinux2014"),
+        _ => None,
+    }
+}
+
 /// The platform part of "py-abi-platform".
 pub fn platform_of(tag: &str) -> &str {
     tag.rsplit('-').next().unwrap_or(tag)

@@ -14,8 +14,16 @@ pub fn check(artifact: &Artifact, findings: &mut Vec<Finding>) {
         findings.push(problem(p));
     }
     let is_wheel = artifact.kind == InputKind::Wheel;
-    let Some(meta) = &artifact.wheel else { return };
-    for r in &meta.records {
+    // A directory's RECORDs are its distributions' (each lists its own files).
+    let records: Vec<&crate::facts::DistRecord> = match artifact.kind {
+        InputKind::Directory => artifact
+            .distributions
+            .iter()
+            .flat_map(|d| &d.records)
+            .collect(),
+        _ => artifact.wheel.iter().flat_map(|w| &w.records).collect(),
+    };
+    for r in records {
         let record_path = r.record_path();
         match &r.rows {
             Some(rows) => verify_record(rows, &artifact.digests, &record_path, is_wheel, findings),
@@ -28,6 +36,7 @@ pub fn check(artifact: &Artifact, findings: &mut Vec<Finding>) {
             None => {}
         }
     }
+    let Some(meta) = &artifact.wheel else { return };
     if is_wheel && meta.dist_info.is_empty() {
         findings.push(finding(
             Rule::WheelNoDistInfo,
@@ -148,7 +157,18 @@ fn verify_record(
     require_listed: bool,
     findings: &mut Vec<Finding>,
 ) {
-    for (name, got) in members {
+    // An unpacked tree: walk RECORD's rows, not every file of the tree (a site-packages holds
+    // ~100k files and hundreds of RECORDs).
+    let pairs: Box<dyn Iterator<Item = (&String, &MemberDigest)>> = if require_listed {
+        Box::new(members.iter())
+    } else {
+        Box::new(
+            record
+                .keys()
+                .filter_map(|name| members.get_key_value(name.as_str())),
+        )
+    };
+    for (name, got) in pairs {
         let exempt = name == record_path
             || name.ends_with(".dist-info/RECORD.jws")
             || name.ends_with(".dist-info/RECORD.p7s");
@@ -369,6 +389,8 @@ mod tests {
         );
         // An unpacked tree may hold unlisted files and rows without hashes; content still counts.
         a.kind = InputKind::Directory;
+        // As the directory reader gives it: each dist-info is a distribution (read/dists.rs).
+        a.distributions = a.wheel.iter().cloned().collect();
         let f = run(&a);
         let mut got = rules(&f);
         got.sort();

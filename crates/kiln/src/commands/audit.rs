@@ -1,5 +1,6 @@
 //! `kiln audit INPUT`: runs kiln-audit and renders its report (human, --json or --quiet).
-//! Exit: 0 clean, 1 findings at or above --fail-on, 2 input or policy unreadable.
+//! Exit: 0 clean, 1 findings at or above --fail-on, 2 input or policy unreadable, or nothing to
+//! audit. A closed stdout (`| head`) ends quietly with the verdict's code.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -10,10 +11,19 @@ use clap::ValueEnum;
 use kiln_audit::facts::EntryKind;
 use kiln_audit::{Coverage, Options, Policy, Reach, ReachCell, ReachPath, Report, Severity, Via};
 
-use super::escape::{self, text as esc};
+use super::escape::text as esc;
+use super::report_text::{self, ColorWhen, Paint};
 use super::{error, exit_code};
 
+/// Exit codes, in `kiln audit --help`.
+const EXIT_CODES: &str = "Exit codes:
+  0  no finding at or above --fail-on (waived findings fail nothing)
+  1  findings at or above --fail-on
+  2  could not run: the input or the policy is unreadable, a flag is invalid, or the input
+     holds nothing to audit (no ELF or fatbin, and nothing else wrong)";
+
 #[derive(clap::Args)]
+#[command(after_help = EXIT_CODES)]
 pub struct Args {
     /// A wheel (.whl), a shared library / executable, or a directory (unpacked wheel, site-packages).
     pub input: PathBuf,
@@ -35,6 +45,14 @@ pub struct Args {
     /// Platform tag whose glibc ceiling applies, e.g. manylinux_2_28_x86_64.
     #[arg(long, value_name = "TAG")]
     pub platform: Option<String>,
+    /// Waive findings of RULE (at files matching PATH_GLOB) with a reason: listed as waived,
+    /// failing nothing; repeatable. E.g. reach/gap:nvidia/*/lib/*=Thor is Arm-only. The policy
+    /// file's [workspace.metadata.kiln.audit] allow takes the same.
+    #[arg(long, value_name = "RULE[:PATH_GLOB]=REASON")]
+    pub allow: Vec<String>,
+    /// Colour in the human report: auto (a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: ColorWhen,
     /// Print the report as JSON (docs/audit-json-schema.md).
     #[arg(long, conflicts_with = "quiet")]
     pub json: bool,
@@ -81,6 +99,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let progress = Bar::new(args.quiet || args.json);
     let report = kiln_audit::audit(&args.input, &policy, &opts, &progress).map_err(error)?;
+    for a in &report.unused_allows {
+        eprintln!("kiln audit: warning: waiver {a} matched no finding");
+    }
     let threshold = match args.fail_on {
         FailOn::Error => Some(Severity::Error),
         FailOn::Warning => Some(Severity::Warning),
@@ -99,7 +120,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|| kiln_audit::json::default_budget(input_bytes(&args.input, &report)));
         kiln_audit::json::write(&mut out, &report, budget).map(drop)
     } else {
-        render(&mut out, &report, failed, args.full)
+        render(
+            &mut out,
+            &report,
+            failed,
+            args.full,
+            Paint::for_stdout(args.color),
+        )
     };
     // A write error at the final flush is reported like any other.
     let written = written.and_then(|()| out.flush());
@@ -132,6 +159,11 @@ fn build_policy(args: &Args) -> anyhow::Result<Policy> {
         args.platform.as_deref(),
     )
     .map_err(error)?;
+    for a in &args.allow {
+        policy
+            .allow
+            .push(kiln_audit::Allow::parse(a).map_err(|e| error(e).context("--allow"))?);
+    }
     if let Some(list) = &args.require_gpus {
         policy.require_gpus =
             Some(kiln_audit::parse_gpu_list(list).map_err(|e| error(e).context("--require-gpus"))?);
@@ -192,23 +224,15 @@ fn width() -> usize {
         .unwrap_or(100)
 }
 
-fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io::Result<()> {
+fn render(
+    out: &mut impl Write,
+    r: &Report,
+    failed: bool,
+    full: bool,
+    paint: Paint,
+) -> std::io::Result<()> {
     let c = &r.counts;
-    let verdict = if failed {
-        "FAIL"
-    } else if c.errors + c.warnings > 0 {
-        "PASS (with findings below the threshold)"
-    } else {
-        "PASS"
-    };
-    writeln!(
-        out,
-        "{verdict}: {} — {} error(s), {} warning(s), {} note(s)",
-        esc(&r.input),
-        c.errors,
-        c.warnings,
-        c.infos
-    )?;
+    report_text::verdict(out, r, failed, paint)?;
     writeln!(
         out,
         "  {:?}: {} binaries, {} with device code; {} fatbin containers, {} cubins, {} PTX, {} kernels",
@@ -217,23 +241,9 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
     if r.policy.is_empty() {
         writeln!(out, "  no policy: facts and policy-free rules only (use --policy or --expect-sass/--expect-ptx/--min-driver/--require-gpus/--platform)")?;
     }
-    if !r.findings.is_empty() {
-        writeln!(out, "\nFindings")?;
-        for f in &r.findings {
-            let file = if f.file.is_empty() {
-                String::new()
-            } else {
-                format!("  {}", esc(&f.file))
-            };
-            writeln!(out, "  {:<7} {}{file}", f.severity.as_str(), f.rule)?;
-            writeln!(
-                out,
-                "          {}",
-                escape::lines(&f.message).replace('\n', "\n          ")
-            )?;
-            writeln!(out, "          fix: {}", esc(&f.fix))?;
-        }
-    }
+    report_text::findings(out, r, full, paint)?;
+    report_text::waived(out, r, full, paint)?;
+    report_text::manylinux(out, &r.manylinux)?;
     writeln!(out, "\nBinaries")?;
     // Without --full: binaries with device code or findings (at most BINARY_LINES); the rest
     // are counted. Lookups are by set and map: one pass over findings and linkage, not one per
@@ -374,7 +384,10 @@ fn render(out: &mut impl Write, r: &Report, failed: bool, full: bool) -> std::io
             }
         }
     }
-    render_reach(out, &r.reach, &own_loader)
+    render_reach(out, &r.reach, &own_loader)?;
+    // Again last: after a long report the verdict is what the eye lands on.
+    writeln!(out)?;
+    report_text::verdict(out, r, failed, paint)
 }
 
 /// Binary columns in the reach grid (past them, the "all" column still covers every binary).

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod bootstrap;
 pub mod doctor;
 mod escape;
+mod report_text;
 pub mod wheel;
 
 /// A library error as the error `main` prints: its own text only. `{:#}` in `main` would also
