@@ -147,10 +147,12 @@ pub fn audit(
     let artifact = read::path(path, opts, progress)?;
     let files = artifact.files.len();
     let report = evaluate(path, artifact, policy);
-    // Nothing looked at and nothing wrong is no verdict: a pass would vouch for nothing.
+    // A directory with nothing looked at and nothing wrong is no verdict: a pass would vouch for
+    // nothing (an empty or mistyped site-packages path). A wheel always has something audited,
+    // its RECORD and metadata, so a pure-Python wheel with nothing wrong still passes.
     let flagged =
         report.worst().is_some_and(|w| w >= Severity::Warning) || report.counts.waived > 0;
-    if report.binaries.is_empty() && !flagged {
+    if report.kind == InputKind::Directory && report.binaries.is_empty() && !flagged {
         return Err(AuditError::NothingToAudit(path.to_path_buf(), files));
     }
     Ok(report)

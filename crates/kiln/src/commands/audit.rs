@@ -20,7 +20,7 @@ const EXIT_CODES: &str = "Exit codes:
   0  no finding at or above --fail-on (waived findings fail nothing)
   1  findings at or above --fail-on
   2  could not run: the input or the policy is unreadable, a flag is invalid, or the input
-     holds nothing to audit (no ELF or fatbin, and nothing else wrong)";
+     is a directory with nothing to audit (no ELF or fatbin, and nothing else wrong)";
 
 #[derive(clap::Args)]
 #[command(after_help = EXIT_CODES)]
