@@ -186,10 +186,10 @@ impl Verdict {
     }
 }
 
-/// "no NVIDIA driver found: libcuda.so.1 cannot be …" -> "no NVIDIA driver found"; at most
-/// 100 characters.
+/// "no NVIDIA driver found: libcuda.so.1 cannot be …" -> "no NVIDIA driver found", "nvcc not
+/// found (looked in: …)" -> "nvcc not found"; at most 100 characters.
 pub fn first_clause(message: &str) -> String {
-    let cut = [": ", "; "]
+    let cut = [": ", "; ", " ("]
         .iter()
         .filter_map(|sep| message.find(sep))
         .min()
@@ -279,6 +279,11 @@ mod tests {
             "no NVIDIA driver found"
         );
         assert_eq!(first_clause("a; b: c"), "a");
+        // A clause is never cut inside its parenthesis.
+        assert_eq!(
+            first_clause("nvcc not found (looked in: /a, /b)."),
+            "nvcc not found"
+        );
         assert_eq!(first_clause(&"x".repeat(150)).chars().count(), 100);
     }
 

@@ -83,18 +83,65 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let text = if args.json {
         report.to_json() + "\n"
     } else {
-        let colour = match args.color {
-            Color::Always => true,
-            Color::Never => false,
-            Color::Auto => {
-                std::io::stdout().is_terminal()
-                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-                    && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
-            }
-        };
+        let colour = wants_colour(
+            args.color,
+            std::io::stdout().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+            std::env::var_os("TERM").as_deref(),
+        );
         render::render(&report, colour)
     };
     // A closed pipe (`kiln doctor | head`) is not an error worth a panic.
     let _ = std::io::stdout().write_all(text.as_bytes());
     Ok(exit_code(report.failed()))
+}
+
+/// `--color auto`: a terminal, NO_COLOR unset or empty (no-color.org), TERM not `dumb`.
+fn wants_colour(
+    choice: Color,
+    terminal: bool,
+    no_color: Option<&std::ffi::OsStr>,
+    term: Option<&std::ffi::OsStr>,
+) -> bool {
+    match choice {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => {
+            terminal && no_color.is_none_or(|v| v.is_empty()) && term.is_none_or(|t| t != "dumb")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{wants_colour, Color};
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_against_no_color() {
+        let xterm = Some(OsStr::new("xterm-256color"));
+        assert!(wants_colour(Color::Auto, true, None, xterm));
+        assert!(!wants_colour(Color::Auto, false, None, xterm));
+        assert!(!wants_colour(
+            Color::Auto,
+            true,
+            Some(OsStr::new("1")),
+            xterm
+        ));
+        // An empty NO_COLOR does not count (no-color.org).
+        assert!(wants_colour(Color::Auto, true, Some(OsStr::new("")), xterm));
+        assert!(!wants_colour(
+            Color::Auto,
+            true,
+            None,
+            Some(OsStr::new("dumb"))
+        ));
+        assert!(wants_colour(
+            Color::Always,
+            false,
+            Some(OsStr::new("1")),
+            None
+        ));
+        assert!(!wants_colour(Color::Never, true, None, xterm));
+    }
 }

@@ -195,3 +195,19 @@ fn inventory_rows(inv: &Inventory) -> Vec<(&'static str, String)> {
     ));
     rows
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Paint;
+    use kiln_doctor::Status;
+
+    #[test]
+    fn paint_adds_escapes_only_when_on() {
+        assert_eq!(Paint(false).status(Status::Fail, "fail"), "fail");
+        assert_eq!(
+            Paint(true).status(Status::Fail, "fail"),
+            "\x1b[1;31mfail\x1b[0m"
+        );
+        assert_eq!(Paint(true).yes_no(true), "\x1b[1;32myes\x1b[0m");
+    }
+}
