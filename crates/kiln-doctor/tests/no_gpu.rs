@@ -319,9 +319,27 @@ fn runtime_libraries_are_reported_as_installed_not_as_pinned() {
         "2.27.3",
         &["nvidia/nccl/lib/libnccl.so.2"],
     );
+    // torch as its wheel installs it: torch/version.py in the form torch's build writes
+    // (`cuda: Optional[str] = '13.0'`, as in torch 2.11.0+cu130), read without importing torch.
+    fake_site(&site, "torch", "2.11.0+cu130", &["torch/version.py"]);
+    std::fs::write(
+        site.join("torch/version.py"),
+        "from typing import Optional\n__version__ = '2.11.0+cu130'\ndebug = False\ncuda: Optional[str] = '13.0'\nhip: Optional[str] = None\n",
+    )
+    .unwrap();
     let mut env = bare_env();
     env.set("PYTHONPATH", &site);
     let r = run(env);
+    let torch = r
+        .inventory
+        .python
+        .as_ref()
+        .unwrap()
+        .torch
+        .as_ref()
+        .expect("torch found");
+    assert_eq!(torch.version, "2.11.0+cu130");
+    assert_eq!(torch.cuda.as_deref(), Some("13.0"));
     let c = runtime_lib(&r, "cublas");
     assert_eq!(c.status, Status::Ok, "{c:?}");
     // The release pip installed, not the pin (13.1.0.3), and the directory named once.
