@@ -26,8 +26,8 @@
 //! | `trap.stub-libcuda` | both | per stub found (subject: its path): the toolkit's stub libcuda where the dynamic loader looks |
 //! | `trap.unversioned-libcuda` | run | what `dlopen("libcuda.so")` would pick, compared with libcuda.so.1 |
 //! | `trap.cuda-home` | build | CUDA_HOME / CUDA_PATH hold the same nvcc version as the nvcc on PATH |
-//! | `trap.runtime-lib` | run | per pinned runtime library (subject: cudart, cublas, cudnn, nccl): its sonames are reachable |
-//! | `link.driver-api` | build | a shared library calling cuMem* links `-lcuda`, and an executable linked against it finds libcuda.so.1 |
+//! | `trap.runtime-lib` | run | per pinned runtime library (subject: cudart, cublas, cudnn, nccl): its sonames are reachable, the release installed (the owning `nvidia-*` wheel's dist-info) is inside the range the wheel declares; one the wheel does not require is skipped when absent |
+//! | `link.driver-api` | build | a shared library calling cuMem* links `-lcuda`, and an executable linked against it finds libcuda.so.1; skipped when there is nothing to link against (no driver, no stub) |
 //!
 //! Facts (`facts` in JSON, only where listed): `toolchain.nvcc` {path, version};
 //! `driver.libcuda` {path}; `driver.version` {release, cuda}; `gpu.coverage` {name, sm,
@@ -36,11 +36,22 @@
 //! # JSON
 //!
 //! `{"schema": 1, "mode": "full"|"runtime-only"|"build-only", "pins": PATH|null,
-//! "checks": [{"id", "status", "subject"?, "message", "fix": [..], "facts"?, "scope":
-//! "build"|"run"|"both", "softened"?}], "summary": {"ok", "warn", "fail", "skip"}, "elapsed_ms"}`.
+//! "verdict": {"can_build", "can_run", "build_blocker"?, "run_blocker"?: {"id", "subject"?,
+//! "reason"}}, "checks": [{"id", "status", "subject"?, "message", "fix": [..], "facts"?,
+//! "scope": "build"|"run"|"both", "softened"?}], "summary": {"ok", "warn", "fail", "skip"},
+//! "inventory": {"os", "kernel", "arch", "glibc", "python": {"executable", "version",
+//! "nvidia": [{"name", "version"}], "torch": {"version", "cuda"}|null, "kiln": {"name",
+//! "version", "requires"}|null, "other_kiln_imports"?}|null, "python_error"?, "driver":
+//! {"release", "cuda", "path"}|null, "driver_error"?, "gpus": [..], "nvcc"}, "elapsed_ms"}`.
+//! `verdict` and `inventory` were added without a schema bump: version-1 readers are unaffected.
+//!
+//! The verdict: a machine can build when no build-scope check failed, and can run when no
+//! run-scope check failed (a failure the mode softened to a warning still counts: `--build-only`
+//! says "can run: no" on a machine without a driver, and exits 0).
 //!
 //! Statuses: `ok`, `warn`, `fail`, and `skip` (a check that could not run because one it
-//! depends on failed, or one waived with [`Options::skip`] / `--skip ID`). [`Mode::RuntimeOnly`] turns failures of build-scope checks into
+//! depends on failed, or that has nothing to check on this machine — the reason is its message —
+//! or one waived with [`Options::skip`] / `--skip ID`). [`Mode::RuntimeOnly`] turns failures of build-scope checks into
 //! warnings (a machine that only runs artifacts); [`Mode::BuildOnly`] does the same for
 //! run-scope checks (a build machine without a GPU).
 //!
@@ -62,6 +73,7 @@ mod driver;
 mod env;
 mod gpu;
 mod gpu_coverage;
+mod inventory;
 mod link;
 mod probe;
 mod report;
@@ -74,8 +86,12 @@ use kiln_pins::{Pins, PinsError};
 
 pub use env::{Env, LoaderPath};
 pub use gpu_coverage::{coverage, ptx_isa_of_cuda, Coverage};
+pub use inventory::{DriverInfo, Inventory, PyDist, Python, Torch};
 pub use probe::{child_main as probe_child_main, ProbeCommand};
-pub use report::{Check, Mode, Report, Scope, Status, Summary, SCHEMA};
+pub use report::{
+    first_clause, Blocker, Check, Mode, Report, Scope, Status, Summary, Verdict, SCHEMA,
+};
+pub use traps::Declared;
 
 /// Every check id, in report order (the table above documents each).
 pub const CHECK_IDS: &[&str] = &[
@@ -122,6 +138,9 @@ pub struct Options {
     /// Check ids the user waived (`--skip ID`): reported as `skip`, never failing the run —
     /// e.g. `link.driver-api` for a project that never links the driver.
     pub skip: Vec<String>,
+    /// The Python whose packages are inventoried and searched for the runtime libraries;
+    /// None: `python3` on PATH.
+    pub python: Option<PathBuf>,
 }
 
 impl Options {
@@ -132,6 +151,7 @@ impl Options {
             env: Env::from_process(),
             probe: None,
             skip: Vec::new(),
+            python: None,
         }
     }
 }
@@ -222,10 +242,18 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
     let driver = driver::probe();
     checks.extend(gpu::checks(&pins, &driver));
 
+    let python = inventory::python(env, opts.python.as_deref());
+    let declared = declared(&pins, &workspace, python.as_ref().ok());
     let loader = LoaderPath::from_env(env);
     checks.extend(traps::libcuda(env, &loader, &driver, opts.probe.as_ref()));
     checks.push(traps::cuda_home(env));
-    checks.extend(traps::runtime_libs(env, &loader, &pins));
+    checks.extend(traps::runtime_libs(
+        env,
+        &loader,
+        &pins,
+        python.as_ref().ok(),
+        &declared,
+    ));
 
     // The toolkit a build would use: CUDA_HOME, else CUDA_PATH, else the one nvcc lives in.
     let cuda_home = ["CUDA_HOME", "CUDA_PATH"]
@@ -236,8 +264,19 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
                 .ok()
                 .and_then(|n| Some(n.parent()?.parent()?.to_path_buf()))
         });
-    checks.push(link::check(env, cuda_home.as_deref()));
+    checks.push(link::check(env, cuda_home.as_deref(), driver.is_ok()));
 
+    let nvcc = checks
+        .iter()
+        .find(|c| c.id == "toolchain.nvcc")
+        .and_then(|c| {
+            Some(format!(
+                "{} ({})",
+                c.facts.get("version")?,
+                c.facts.get("path")?
+            ))
+        });
+    let inventory = Inventory::gather(python, &driver, nvcc);
     let checks = checks
         .into_iter()
         .map(|c| {
@@ -263,8 +302,22 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
         opts.mode,
         pins_path.map(|p| p.display().to_string()),
         checks,
+        inventory,
         elapsed_ms,
     ))
+}
+
+/// What `pip install` of kiln's wheel pulls in: the installed wheel's own Requires-Dist when
+/// there is one, else the Requires-Dist rule applied to these pins (kiln-wheel's `Recipe`,
+/// the code every wheel build runs), else unknown.
+fn declared(pins: &Pins, workspace: &Path, python: Option<&Python>) -> Declared {
+    if let Some(k) = python.and_then(|p| p.kiln.as_ref()) {
+        return Declared::Installed(format!("{} {}", k.name, k.version), k.requires.clone());
+    }
+    match kiln_wheel::finalize::Recipe::from_pins(pins, workspace) {
+        Ok(r) => Declared::Workspace(r.runtime.into_iter().map(|w| w.name).collect()),
+        Err(_) => Declared::Unknown,
+    }
 }
 
 #[cfg(test)]

@@ -106,8 +106,13 @@ pub fn undefined_symbols(text: &str) -> Vec<String> {
 
 const RUNTIME_LOAD_FIX: &str =
     "best: do not link the driver at all — load libcuda.so.1 at run time (dlopen, or cudarc with `dynamic-loading`), as kiln does";
+const RUNTIME_LOAD_FIX_SHORT: &str =
+    "load libcuda.so.1 at run time instead (dlopen, or cudarc with `dynamic-loading`), as kiln does";
 
-pub fn check(env: &Env, cuda_home: Option<&Path>) -> Check {
+/// `driver_loaded`: whether this machine has an NVIDIA driver (libcuda.so.1 loaded). Without
+/// one, and without a link stub, there is nothing to link against: the preflight cannot say
+/// anything about a project's link, so it is skipped with the reason rather than failed.
+pub fn check(env: &Env, cuda_home: Option<&Path>, driver_loaded: bool) -> Check {
     let cc = env
         .get("CC")
         .map(PathBuf::from)
@@ -171,13 +176,23 @@ pub fn check(env: &Env, cuda_home: Option<&Path>) -> Check {
     };
     if !ok {
         if text.contains("cannot find -lcuda") {
+            if !driver_loaded {
+                // No driver and no stub: the PyPI toolkit ships none (kiln's own crates never
+                // link libcuda), so there is nothing here to check a link against.
+                return Check::skip(
+                    ID,
+                    Scope::Build,
+                    format!("not checked: no libcuda.so to link against (no NVIDIA driver on this machine, and no link stub in {looked}; the PyPI CUDA toolkit ships none); kiln never links libcuda, it loads libcuda.so.1 at run time"),
+                )
+                .with_fix(format!("only for a project that links the driver API (`-lcuda`): {RUNTIME_LOAD_FIX_SHORT}, or build where a libcuda.so exists (the NVIDIA driver, or a full CUDA toolkit's `stubs` directory, e.g. `nix develop`)"));
+            }
             return Check::fail(
                 ID,
                 Scope::Build,
-                format!("`-lcuda` fails: no libcuda.so where a build links (looked in {looked}); a project linking the driver API fails at its final link"),
+                format!("`-lcuda` fails although the driver is installed: no unversioned libcuda.so where a build links (looked in {looked}); a project linking the driver API fails at its final link"),
             )
             .with_fix(RUNTIME_LOAD_FIX)
-            .with_fix("or, to link anyway, use the toolkit's stub: -L$CUDA_HOME/lib64/stubs (it must never be on LD_LIBRARY_PATH)");
+            .with_fix("or link the driver by its versioned name: `-l:libcuda.so.1` with `-L` the directory of the driver's libcuda.so.1");
         }
         let undefined = undefined_symbols(&text);
         let picked = picked_libcuda(&text)

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::inventory::Inventory;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
@@ -137,6 +139,70 @@ pub struct Summary {
     pub skip: usize,
 }
 
+/// What stops this machine from building or from running, if anything: the first check of
+/// that scope that failed (before the mode softened it).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Blocker {
+    pub id: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// The check's message up to its first clause (the whole of it is in `checks`).
+    pub reason: String,
+}
+
+/// The one-line answer: can this machine build kiln's artifacts, can it run them?
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Verdict {
+    pub can_build: bool,
+    pub can_run: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_blocker: Option<Blocker>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_blocker: Option<Blocker>,
+}
+
+impl Verdict {
+    fn of(checks: &[Check]) -> Verdict {
+        let blocker = |scope: Scope| {
+            checks
+                .iter()
+                .find(|c| {
+                    (c.scope == scope || c.scope == Scope::Both)
+                        && (c.status == Status::Fail || c.softened)
+                })
+                .map(|c| Blocker {
+                    id: c.id,
+                    subject: c.subject.clone(),
+                    reason: first_clause(&c.message),
+                })
+        };
+        let (build_blocker, run_blocker) = (blocker(Scope::Build), blocker(Scope::Run));
+        Verdict {
+            can_build: build_blocker.is_none(),
+            can_run: run_blocker.is_none(),
+            build_blocker,
+            run_blocker,
+        }
+    }
+}
+
+/// "no NVIDIA driver found: libcuda.so.1 cannot be …" -> "no NVIDIA driver found", "nvcc not
+/// found (looked in: …)" -> "nvcc not found"; at most 100 characters.
+pub fn first_clause(message: &str) -> String {
+    let cut = [": ", "; ", " ("]
+        .iter()
+        .filter_map(|sep| message.find(sep))
+        .min()
+        .unwrap_or(message.len());
+    let head = &message[..cut];
+    if head.chars().count() > 100 {
+        let short: String = head.chars().take(99).collect();
+        format!("{short}…")
+    } else {
+        head.to_string()
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     /// JSON schema version of this report.
@@ -144,12 +210,18 @@ pub struct Report {
     pub mode: Mode,
     /// The Cargo.toml the pins came from, or None when the built-in pins were used.
     pub pins: Option<String>,
+    /// Can this machine build, can it run (and the first reason why not).
+    pub verdict: Verdict,
     pub checks: Vec<Check>,
     pub summary: Summary,
+    /// What is installed, as installed: OS, glibc, Python and its nvidia-*/torch/kiln wheels,
+    /// the driver and GPUs, nvcc.
+    pub inventory: Inventory,
     /// Wall time of the whole run, in milliseconds (the point is to take seconds, not hours).
     pub elapsed_ms: u64,
 }
 
+/// Version 1 plus `verdict` and `inventory` (added fields only: version-1 readers still work).
 pub const SCHEMA: u32 = 1;
 
 impl Report {
@@ -157,6 +229,7 @@ impl Report {
         mode: Mode,
         pins: Option<String>,
         checks: Vec<Check>,
+        inventory: Inventory,
         elapsed_ms: u64,
     ) -> Report {
         let checks: Vec<Check> = checks.into_iter().map(|c| c.soften_for(mode)).collect();
@@ -173,8 +246,10 @@ impl Report {
             schema: SCHEMA,
             mode,
             pins,
+            verdict: Verdict::of(&checks),
             checks,
             summary,
+            inventory,
             elapsed_ms,
         }
     }
@@ -190,5 +265,57 @@ impl Report {
 
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("report serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_clause_is_short() {
+        assert_eq!(
+            first_clause("no NVIDIA driver found: libcuda.so.1 cannot be loaded (x: y)"),
+            "no NVIDIA driver found"
+        );
+        assert_eq!(first_clause("a; b: c"), "a");
+        // A clause is never cut inside its parenthesis.
+        assert_eq!(
+            first_clause("nvcc not found (looked in: /a, /b)."),
+            "nvcc not found"
+        );
+        assert_eq!(first_clause(&"x".repeat(150)).chars().count(), 100);
+    }
+
+    #[test]
+    fn the_verdict_names_the_first_blocker_of_each_scope() {
+        let checks = vec![
+            Check::ok("toolchain.nvcc", Scope::Build, "fine"),
+            Check::fail(
+                "driver.libcuda",
+                Scope::Run,
+                "no NVIDIA driver found: details",
+            ),
+            Check::fail("gpu.devices", Scope::Run, "later"),
+        ];
+        let r = Report::new(
+            Mode::BuildOnly,
+            None,
+            checks,
+            Inventory::gather(
+                Err("none".into()),
+                &Err(crate::driver::NotLoaded { reason: "x".into() }),
+                None,
+            ),
+            0,
+        );
+        // Softened to warn by --build-only, the run blocker is still named.
+        assert!(!r.failed());
+        assert!(r.verdict.can_build && !r.verdict.can_run);
+        let b = r.verdict.run_blocker.unwrap();
+        assert_eq!(
+            (b.id, b.reason.as_str()),
+            ("driver.libcuda", "no NVIDIA driver found")
+        );
     }
 }

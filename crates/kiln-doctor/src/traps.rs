@@ -8,6 +8,7 @@ use kiln_pins::Pins;
 
 use crate::driver::{Driver, NotLoaded, CUDA_ERROR_STUB_LIBRARY};
 use crate::env::{Env, Found, LoaderPath, Via};
+use crate::inventory::Python;
 use crate::probe::{self, LibcudaProbe, ProbeCommand};
 use crate::report::{Check, Scope};
 use crate::toolchain_checks::nvcc_version;
@@ -225,10 +226,63 @@ pub fn cuda_home(env: &Env) -> Check {
     )
 }
 
+/// Who declares the runtime libraries, i.e. what `pip install` of the wheel pulls in.
+#[derive(Debug, Clone)]
+pub enum Declared {
+    /// The installed kiln wheel's own Requires-Dist: (distribution name and version, lines).
+    Installed(String, Vec<String>),
+    /// Not installed here; what the wheel built from this workspace declares (kiln-wheel's
+    /// Requires-Dist rule over the pins): the distribution names.
+    Workspace(Vec<String>),
+    /// Neither is known (no installed wheel, no wheel table in these pins).
+    Unknown,
+}
+
+impl Declared {
+    /// Some(true/false) when known: does the wheel require `dist`?
+    fn requires(&self, dist: &str) -> Option<bool> {
+        use kiln_wheel::metadata::{normalize_name, parse_requires_dist};
+        let want = normalize_name(dist);
+        match self {
+            Declared::Installed(_, lines) => {
+                let headers: Vec<(String, String)> = lines
+                    .iter()
+                    .map(|l| ("Requires-Dist".to_string(), l.clone()))
+                    .collect();
+                Some(
+                    parse_requires_dist(&headers)
+                        .0
+                        .iter()
+                        .any(|r| r.name == want),
+                )
+            }
+            Declared::Workspace(names) => Some(names.iter().any(|n| normalize_name(n) == want)),
+            Declared::Unknown => None,
+        }
+    }
+
+    fn whose(&self) -> String {
+        match self {
+            Declared::Installed(d, _) => format!("the installed {d}"),
+            Declared::Workspace(_) => "kiln's wheel (built from these pins)".into(),
+            Declared::Unknown => "the wheel".into(),
+        }
+    }
+}
+
 /// `trap.runtime-lib`, one per pinned runtime library: is each soname reachable at run time —
-/// on the loader path, in CUDA_HOME, or where its PyPI wheel installs it?
-pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
-    let site_dirs = python_site_dirs(env);
+/// on the loader path, in CUDA_HOME, or where its PyPI wheel installs it — and is the release
+/// found (as installed: the wheel's dist-info, else the file's own name) inside the range the
+/// wheel declares? The pinned `version` is what kiln's build and tests use; a user's install
+/// only has to be inside `requires`.
+pub fn runtime_libs(
+    env: &Env,
+    loader: &LoaderPath,
+    pins: &Pins,
+    python: Option<&Python>,
+    declared: &Declared,
+) -> Vec<Check> {
+    let site_dirs: &[PathBuf] = python.map(|p| p.sys_path.as_slice()).unwrap_or(&[]);
     let cuda_home: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
         .iter()
         .filter_map(|v| env.get(v).map(PathBuf::from))
@@ -237,9 +291,11 @@ pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
     let mut checks = Vec::new();
     for (name, lib) in &pins.runtime {
         let wheel_dirs: Vec<PathBuf> = site_dirs.iter().map(|s| s.join(&lib.lib_dir)).collect();
+        let range = lib.requirement();
         let mut found = Vec::new();
         let mut missing = Vec::new();
-        let mut other_release = Vec::new();
+        let mut outside = Vec::new();
+        let mut releases: Vec<String> = Vec::new();
         for soname in &lib.sonames {
             let hit = loader
                 .find(soname)
@@ -258,54 +314,146 @@ pub fn runtime_libs(env: &Env, loader: &LoaderPath, pins: &Pins) -> Vec<Check> {
                         .find(|(p, _)| p.exists())
                         .map(|(p, w)| (p, w.to_string()))
                 });
-            match hit {
-                Some((p, via)) => {
-                    if let Some(v) =
-                        file_version(&p, soname).filter(|v| !same_release(v, &lib.version))
-                    {
-                        other_release.push(format!("{soname} at {} is {v}", p.display()));
-                    }
-                    found.push(format!("{soname} at {} ({via})", p.display()))
+            let Some((p, via)) = hit else {
+                missing.push(soname.clone());
+                continue;
+            };
+            // As installed: the wheel whose RECORD lists the file, else its real name's release.
+            let release = match installed_owner(&p) {
+                Some((dist, v)) => Some((format!("{dist} {v}"), v)),
+                None => file_version(&p, soname).map(|v| (v.clone(), v)),
+            };
+            if let Some((_, v)) = &release {
+                if !admits(&range, v) {
+                    outside.push(format!("{soname} at {} is {v}", p.display()));
                 }
-                None => missing.push(soname.clone()),
             }
+            let label = release
+                .map(|(l, _)| l)
+                .unwrap_or_else(|| "(release unknown)".into());
+            if !releases.contains(&label) {
+                releases.push(label);
+            }
+            found.push((soname.clone(), p, via));
         }
-        let check = if missing.is_empty() && !other_release.is_empty() {
+        let needed = declared.requires(&lib.wheel);
+        let check = if !missing.is_empty() {
+            let head = format!(
+                "{name}: {} not found (looked on the loader path, in CUDA_HOME, and under {} in Python's site-packages)",
+                missing.join(", "),
+                lib.lib_dir
+            );
+            match needed {
+                Some(false) => Check::skip(
+                    "trap.runtime-lib",
+                    Scope::Run,
+                    format!("{head}; not needed: {} does not require {} (its Requires-Dist), and only programs that load {} themselves need it", declared.whose(), lib.wheel, missing.join(", ")),
+                ),
+                Some(true) => Check::warn(
+                    "trap.runtime-lib",
+                    Scope::Run,
+                    format!("{head}; {} requires {range}", declared.whose()),
+                )
+                .with_fix(match declared {
+                    Declared::Installed(..) => format!("`python3 -m pip install '{range}'` (the wheel's Requires-Dist names it, so pip should have installed it: was it installed with --no-deps?)"),
+                    _ => format!("`python3 -m pip install '{range}'`, or install kiln's wheel, which requires it"),
+                }),
+                None => Check::warn("trap.runtime-lib", Scope::Run, head)
+                    .with_fix(format!("`python3 -m pip install '{range}'`")),
+            }
+        } else if !outside.is_empty() {
             Check::warn(
                 "trap.runtime-lib",
                 Scope::Run,
                 format!(
-                    "{name}: {} (kiln pins {})",
-                    other_release.join(", "),
-                    lib.version
+                    "{name}: {}, outside the range kiln's wheel declares ({range}): kiln's calls into it raise an error naming both versions",
+                    outside.join(", ")
                 ),
             )
             .with_fix(format!(
-                "`python3 -m pip install '{}'`, and put its lib dir first",
-                lib.requirement()
+                "`python3 -m pip install '{range}'`, and put its lib dir first"
             ))
-        } else if missing.is_empty() {
+        } else {
             Check::ok(
                 "trap.runtime-lib",
                 Scope::Run,
-                format!("{name} {}: {}", lib.version, found.join(", ")),
+                format!("{name}: {}, {}", releases.join(", "), where_found(&found)),
             )
-        } else {
-            Check::warn(
-                "trap.runtime-lib",
-                Scope::Run,
-                format!(
-                    "{name} {} (pinned): {} not found on the loader path, in CUDA_HOME, or in Python's site-packages ({})",
-                    lib.version,
-                    missing.join(", "),
-                    lib.lib_dir
-                ),
-            )
-            .with_fix(format!("`python3 -m pip install '{}'` (the wheel's Requires-Dist pulls it in too)", lib.requirement()))
         };
         checks.push(check.with_subject(name.clone()));
     }
     checks
+}
+
+/// "in DIR (via): a, b" when every soname sits in one place, else "a at P (via), b at Q (via)".
+fn where_found(found: &[(String, PathBuf, String)]) -> String {
+    let dir = |p: &PathBuf| p.parent().map(Path::to_path_buf);
+    let names: Vec<&str> = found.iter().map(|(s, _, _)| s.as_str()).collect();
+    match found {
+        [(_, p0, v0), rest @ ..] if rest.iter().all(|(_, p, v)| dir(p) == dir(p0) && v == v0) => {
+            format!(
+                "{} in {} ({v0})",
+                names.join(", "),
+                dir(p0).unwrap_or_default().display()
+            )
+        }
+        _ => found
+            .iter()
+            .map(|(s, p, v)| format!("{s} at {} ({v})", p.display()))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// The `nvidia-*` wheel that installed `file`, as its dist-info says (name, version): the
+/// RECORD of a `nvidia*.dist-info` in one of the file's parent directories lists it. This is
+/// what pip installed — for site-packages and for `pip install --target` trees alike.
+pub fn installed_owner(file: &Path) -> Option<(String, String)> {
+    for root in file.ancestors().skip(1).take(5) {
+        let Ok(rel) = file.strip_prefix(root) else {
+            continue;
+        };
+        let rel = rel.to_string_lossy();
+        let Ok(entries) = std::fs::read_dir(root) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if !(n.starts_with("nvidia") && n.ends_with(".dist-info")) {
+                continue;
+            }
+            let Ok(record) = std::fs::read_to_string(e.path().join("RECORD")) else {
+                continue;
+            };
+            if !record
+                .lines()
+                .any(|l| l.split(',').next() == Some(rel.as_ref()))
+            {
+                continue;
+            }
+            let meta = std::fs::read_to_string(e.path().join("METADATA")).unwrap_or_default();
+            let headers = kiln_wheel::metadata::parse_headers(&meta);
+            let get = |k: &str| {
+                headers
+                    .iter()
+                    .find(|(h, _)| h.eq_ignore_ascii_case(k))
+                    .map(|(_, v)| v.clone())
+            };
+            if let (Some(name), Some(version)) = (get("Name"), get("Version")) {
+                return Some((name, version));
+            }
+        }
+    }
+    None
+}
+
+/// Does the range `requirement` (`nvidia-cublas>=13.0,<14`) admit release `version`?
+fn admits(requirement: &str, version: &str) -> bool {
+    let headers = [("Requires-Dist".to_string(), requirement.to_string())];
+    kiln_wheel::metadata::parse_requires_dist(&headers)
+        .0
+        .first()
+        .is_none_or(|r| r.admits(version))
 }
 
 /// The release a library file's real name carries beyond its soname: libcudnn.so.9 ->
@@ -321,33 +469,6 @@ fn file_version(path: &Path, soname: &str) -> Option<String> {
     .then(|| v.to_string())
 }
 
-/// Same major.minor ("9.27.0" vs the pin "9.27.0.42").
-fn same_release(found: &str, pinned: &str) -> bool {
-    found.split('.').take(2).eq(pinned.split('.').take(2))
-}
-
-/// sys.path of the python3 on PATH (site-packages where the nvidia-* wheels install).
-fn python_site_dirs(env: &Env) -> Vec<PathBuf> {
-    let Some(py) = env.which("python3") else {
-        return Vec::new();
-    };
-    let out = env
-        .command(py)
-        .args([
-            "-c",
-            "import sys; print('\\n'.join(p for p in sys.path if p))",
-        ])
-        .output();
-    match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(PathBuf::from)
-            .filter(|p| p.is_dir())
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,8 +480,11 @@ mod tests {
         std::os::unix::fs::symlink("libcudnn.so.9.10.2", dir.path().join("libcudnn.so.9")).unwrap();
         let v = file_version(&dir.path().join("libcudnn.so.9"), "libcudnn.so.9").unwrap();
         assert_eq!(v, "9.10.2");
-        assert!(!same_release(&v, "9.27.0.42"));
-        assert!(same_release("9.27.0", "9.27.0.42"));
+        assert!(!admits("nvidia-cudnn-cu13>=9.19,<10", &v));
+        assert!(admits("nvidia-cudnn-cu13>=9.19,<10", "9.27.0"));
+        // As installed, not as pinned: a newer minor of the same major is inside the range.
+        assert!(admits("nvidia-cublas>=13.0,<14", "13.10.0.20"));
+        assert!(!admits("nvidia-cublas>=13.0,<14", "12.9.1.4"));
         std::fs::write(dir.path().join("libnccl.so.2"), b"x").unwrap();
         assert_eq!(
             file_version(&dir.path().join("libnccl.so.2"), "libnccl.so.2"),

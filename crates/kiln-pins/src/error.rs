@@ -49,7 +49,9 @@ pub enum PinsError {
         message: String,
     },
     /// [`crate::Pins::discover`] found no Cargo.toml with a kiln table at or above this directory.
-    #[error("no Cargo.toml with [package.metadata.kiln] or [workspace.metadata.kiln] with [workspace.metadata.kiln] at or above {0}")]
+    #[error(
+        "no Cargo.toml with [package.metadata.kiln] or [workspace.metadata.kiln] at or above {0}"
+    )]
     NoWorkspace(PathBuf),
 }
 

@@ -103,17 +103,22 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
 
 /// The ```sh block that follows [`BLOCK_MARKER`].
 fn readme_block(readme: &str) -> Result<String> {
+    block_after(readme, BLOCK_MARKER)
+}
+
+/// The ```sh block that follows the line `marker` in README.md's text.
+pub(crate) fn block_after(readme: &str, marker: &str) -> Result<String> {
     let after = readme
-        .split_once(BLOCK_MARKER)
+        .split_once(marker)
         .map(|(_, rest)| rest)
-        .with_context(|| format!("README.md has no {BLOCK_MARKER} line"))?;
+        .with_context(|| format!("README.md has no {marker} line"))?;
     let body = after
         .trim_start()
         .strip_prefix("```sh\n")
         .context("the README marker is not followed by a ```sh block")?;
     let (body, _) = body
         .split_once("\n```")
-        .context("the README's consumer block is not closed")?;
+        .context("the README block is not closed")?;
     Ok(format!("{body}\n"))
 }
 

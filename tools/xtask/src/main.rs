@@ -9,6 +9,7 @@ mod consumer;
 mod gpu_bundle;
 mod kernels;
 mod nix_check;
+mod readme_doctor;
 mod repro;
 mod sandbox;
 mod std_lock;
@@ -62,6 +63,9 @@ enum Command {
     /// kiln used by another project: README's build-dependency route run as written on a fresh
     /// copy of checks/consumer (its own matrix, its wheel audited clean), then a deliberate break.
     Consumer(consumer::Args),
+    /// README's `kiln doctor` command, read from README.md and run as written (`kiln` = this
+    /// checkout's build); it must exit 0 on a bootstrapped machine, GPU or not.
+    ReadmeDoctor,
 }
 
 fn main() {
@@ -82,6 +86,7 @@ fn main() {
         Command::Consumer(args) => {
             bootstrap::ensure().and_then(|layout| consumer::run(args, &layout))
         }
+        Command::ReadmeDoctor => bootstrap::ensure().and_then(|layout| readme_doctor::run(&layout)),
         Command::Sandbox(args) => {
             bootstrap::ensure().and_then(|layout| sandbox::run(args, &layout))
         }
