@@ -82,8 +82,8 @@ pub struct ReachCell {
     pub min_driver: Option<u32>,
     /// Kernels with some way here.
     pub reached_count: usize,
-    /// Holes: kernels meant for this GPU with no way here (first [`KERNELS_LISTED`], sorted;
-    /// for the whole input "<binary>: <kernel>").
+    /// Holes: kernels meant for this GPU with no way here while other kernels of the binary do
+    /// run here (first [`KERNELS_LISTED`], sorted; for the whole input "<binary>: <kernel>").
     pub holes: Vec<String>,
     /// Holes, all of them.
     pub holes_count: usize,
@@ -434,7 +434,13 @@ fn of_binary(binary: &Binary, gens: &[usize], driver: Option<u32>) -> Option<Bin
                     other = (other.0.max(p), max_some(other.1, d), true);
                 }
             }
-            if cell.reached_count == 0 || cell.holes_count > 0 {
+            if cell.reached_count == 0 {
+                // Nothing runs here: the library does not cover this GPU; holes are kernels
+                // missing where the rest of the library runs.
+                cell.path = Path::None;
+                cell.holes_count = 0;
+                holes.clear();
+            } else if cell.holes_count > 0 {
                 cell.path = Path::None;
             } else if !meant_reaching && other.2 {
                 // Only kernels specialised for other GPUs run here: that code is what runs.

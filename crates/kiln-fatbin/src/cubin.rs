@@ -263,6 +263,7 @@ mod tests {
         out[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
         out[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes());
         out[0x3e..0x40].copy_from_slice(&2u16.to_le_bytes());
+        out[6] = 1; // EI_VERSION
         out[16] = 1; // ET_REL
         out[20..24].copy_from_slice(&1u32.to_le_bytes());
         out[0x34..0x36].copy_from_slice(&64u16.to_le_bytes());
