@@ -190,7 +190,9 @@ fn a_library_whose_kernels_have_different_targets_reaches_their_intersection() {
         .filter(|f| f.rule == "reach/gap")
         .map(|f| f.message.as_str())
         .collect();
-    assert_eq!(gaps.len(), 3, "8.0 < 8.6, 8.7, 8.9 < 9.0: {gaps:?}");
+    // 8.0 < 8.6, 8.9 < 9.0; 8.7 (Jetson Orin, Arm only) has no row for this x86_64 library.
+    assert_eq!(gaps.len(), 2, "{gaps:?}");
+    assert!(r.reach.omitted.iter().any(|o| o.generation == "8.7"));
     assert!(
         gaps.iter()
             .all(|m| m.contains("k_narrow") && !m.contains("k_wide")),

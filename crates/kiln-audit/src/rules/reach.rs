@@ -108,12 +108,12 @@ fn why_not(b: &reach::BinaryReach, c: &reach::ReachCell, policy: &Policy) -> Str
         );
     }
     let whose = if b.strict {
-        "kiln-built: every kernel must reach every GPU the rest reaches"
+        "kiln-built: every kernel must reach every GPU"
     } else {
-        "kernels the library has for other GPUs and that are not specialised for any (by `a`/`f` targets or an arch in their name)"
+        "not specialised for some GPUs: no `a`/`f`-only targets, no arch in their names"
     };
     format!(
-        "{} kernel(s) have no way there{} ({whose}): {}",
+        "{} kernel(s) the library has for other GPUs have no way there{} ({whose}): {}",
         c.holes_count,
         driver_note(policy),
         listing(&c.holes, c.holes_count)
