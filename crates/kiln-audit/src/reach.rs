@@ -4,7 +4,7 @@
 //! - per library (`path`): does the library run there — some code runs there, and every kernel
 //!   meant for that GPU has a way there. Kernels specialised for other GPUs (built only for `a`
 //!   or `f` targets, or named for an arch: `sm90_xmma_*`, `cutlass3x_sm100_*`) are run-time
-//!   dispatch, not holes. A kiln-built binary (build manifest present) gets no such allowance:
+//!   dispatch, not holes; any other kernel is meant for every GPU from its lowest target up. A kiln-built binary (build manifest present) gets no such allowance:
 //!   every kernel counts everywhere.
 //! - per kernel (`kernel_path`): the worst kernel, every kernel counted.
 //!
@@ -389,14 +389,25 @@ fn of_binary(binary: &Binary, gens: &[usize], driver: Option<u32>) -> Option<Bin
     let mut specialised_count = 0;
     for (set, names) in &sets {
         let mut by_mask: BTreeMap<Option<Mask>, Vec<&str>> = BTreeMap::new();
+        // A general kernel is meant for every GPU from its lowest target up: one built only
+        // from sm_90 on (NCCL's fp8 reductions) is gated by arch, not missing below it.
+        let from = set.iter().map(|(t, _)| capability(t)).min();
+        let gated: Option<Mask> = from.map(|lo| {
+            GPU_GENERATIONS
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| (g.major, g.minor) >= lo)
+                .fold(0, |m, (i, _)| m | 1 << i)
+        });
         for name in names {
             let m = if strict { None } else { specialised(set, name) };
-            by_mask.entry(m).or_default().push(name);
+            if m.is_some() {
+                specialised_count += 1;
+            }
+            let meant = if strict { None } else { m.or(gated) };
+            by_mask.entry(meant).or_default().push(name);
         }
         for (m, names) in by_mask {
-            if m.is_some() {
-                specialised_count += names.len();
-            }
             groups.push((set, m, names));
         }
     }

@@ -403,8 +403,9 @@ mod tests {
     }
 
     #[test]
-    fn kernels_with_different_targets_intersect() {
-        // `late` has only sm_90: 8.6 lies inside the binary's range, and `late` cannot get there.
+    fn kernels_with_different_targets_intersect_per_kernel_not_per_library() {
+        // `late` has only sm_90: per kernel, 8.6 lies inside the binary's range and `late` cannot
+        // get there; per library, `late` is gated from 9.0 up (as NCCL's sm_90+ fp8 kernels).
         let a = artifact(vec![
             entry("sm_80", &["early"]),
             entry("sm_90", &["early", "late"]),
@@ -412,15 +413,20 @@ mod tests {
         let r = reach::of(&a.binaries, None);
         let c = cell(&r, "8.6");
         assert_eq!(
-            (c.path, c.unreached.clone()),
+            (c.kernel_path, c.unreached.clone()),
             (Path::None, vec!["late".to_string()])
         );
+        assert_eq!((c.path, c.holes_count), (Path::Compatible, 0));
         let got = rules(&a, &Policy::default());
-        assert!(
-            got.iter()
-                .any(|(r, m)| *r == Rule::ReachGap && m.contains("GPU 8.6") && m.contains("late")),
-            "{got:?}"
-        );
+        assert!(got.is_empty(), "{got:?}");
+        // Missing a target above its lowest one is a hole: `late` without 10.0.
+        let a = artifact(vec![
+            entry("sm_80", &["early"]),
+            entry("sm_90", &["early", "late"]),
+            entry("sm_100", &["early"]),
+        ]);
+        let r = reach::of(&a.binaries, None);
+        assert_eq!(cell(&r, "10.0").holes, ["late"]);
     }
 
     /// `artifact` with the binary's ELF machine set (62 x86_64, 183 aarch64).
