@@ -337,6 +337,41 @@ pub fn arch_tokens(name: &str) -> Vec<(u32, Variant)> {
     out
 }
 
+/// Architecture words in a kernel name, not glued to a letter on either side, as the GPUs they
+/// name (NVIDIA's architecture names, kiln-arch's table): turing 7.5; ampere 8.0, 8.6, 8.7;
+/// ada 8.9; hopper 9.0; blackwell 10.x, 11.0, 12.x; volta (7.0) has no row. None: no word.
+fn arch_words(name: &str) -> Option<Mask> {
+    const WORDS: &[(&str, &[(u32, u32)])] = &[
+        ("volta", &[(7, 0)]),
+        ("turing", &[(7, 5)]),
+        ("ampere", &[(8, 0), (8, 6), (8, 7)]),
+        ("ada", &[(8, 9)]),
+        ("hopper", &[(9, 0)]),
+        ("blackwell", &[(10, 0), (10, 3), (11, 0), (12, 0), (12, 1)]),
+    ];
+    let lower = name.to_ascii_lowercase();
+    let b = lower.as_bytes();
+    let mut mask = None;
+    for (word, caps) in WORDS {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(word).map(|x| x + from) {
+            from = at + word.len();
+            let before = at > 0 && b[at - 1].is_ascii_alphabetic();
+            let after = b.get(from).is_some_and(|c| c.is_ascii_alphabetic());
+            if before || after {
+                continue;
+            }
+            let m = mask.get_or_insert(0);
+            for (i, g) in GPU_GENERATIONS.iter().enumerate() {
+                if caps.contains(&(g.major, g.minor)) {
+                    *m |= 1 << i;
+                }
+            }
+        }
+    }
+    mask
+}
+
 /// The generations a specialised kernel is meant for: where its `a`/`f`-only targets run, and
 /// the GPUs its name's arch tokens denote (an `f` token: the family). None: a general kernel,
 /// meant for every GPU.
@@ -354,6 +389,10 @@ fn specialised(set: &BTreeSet<KernelTarget>, name: &str) -> Option<Mask> {
             })
             .fold(0, |m, (i, _)| m | 1 << i);
         mask = Some(m);
+    }
+    // cuDNN names some kernels by architecture word: `_5x_cudnn_turing_fp16_…`, `…_ampere_…`.
+    if let Some(words) = arch_words(name) {
+        mask = Some(mask.unwrap_or(0) | words);
     }
     for (number, variant) in arch_tokens(name) {
         let (major, minor) = (number / 10, number % 10);

@@ -499,6 +499,19 @@ mod tests {
         assert_eq!(reach::arch_tokens("k_sm_90a_x"), [(90, ArchSpecific)]);
         assert_eq!(reach::arch_tokens("nccl_sm100f"), [(100, Family)]);
         // Not arch tokens: glued to letters, unknown numbers, more digits.
+        // Architecture words (cuDNN): a turing kernel with no 8.0 code is dispatch there.
+        let a = artifact(vec![
+            entry(
+                "sm_75",
+                &["gemm", "_5x_cudnn_turing_fp16_s1688cudnn_fp16_v1"],
+            ),
+            entry("sm_80", &["gemm", "cudnn_adapter_x"]),
+            entry("sm_90", &["gemm", "cudnn_adapter_x"]),
+        ]);
+        let r = reach::of(&a.binaries, None);
+        assert_eq!(cell(&r, "8.0").holes_count, 0);
+        assert_eq!(cell(&r, "8.0").dispatched_count, 1);
+        assert_eq!(r.binaries[0].specialised, 1, "`adapter` is no `ada`");
         for n in ["rsm80_x", "sm80x", "sm12_x", "sm1000_x", "asm90", "sm_9"] {
             assert!(reach::arch_tokens(n).is_empty(), "{n}");
         }
