@@ -25,6 +25,14 @@
 //! the per-release arch ranges other projects' build scripts gate on (sm_75 the highest before
 //! 11.0, sm_80 in 11.0, sm_86 from 11.1): secondary sources, not the release notes themselves.
 //! Not checked from here: the 8.0 and 7.5 rows' products.
+//!
+//! `host`: the CPU a GPU of the row is attached to. Three rows exist only as Arm systems-on-chip
+//! or Arm superchips, never as a card for an x86_64 host: 8.7 — NVIDIA Jetson AGX Orin Series
+//! Technical Brief (Arm Cortex-A78AE CPU, 12 cores on AGX Orin); 11.0 — NVIDIA Jetson Thor
+//! product page and T5000 module data sheet (14-core Arm Neoverse-V3AE); 12.1 — NVIDIA DGX Spark
+//! product page and hardware guide (GB10 Grace Blackwell: 20-core Arm, 10 Cortex-X925 + 10
+//! Cortex-A725; DGX OS for arm64 only). Read 2026-12-03. Every other row ships as PCIe or SXM
+//! parts in x86_64 servers (and several also with Grace, aarch64: GH200, GB200, GB300).
 
 /// One GPU generation (one compute capability).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +47,55 @@ pub struct GpuGeneration {
     pub products: &'static str,
     /// The CUDA release whose nvcc first targets it, "major.minor".
     pub introduced_in: (u32, u32),
+    /// The CPU architectures its GPUs are attached to (module docs: sources).
+    pub host: Host,
+}
+
+/// CPU architectures a host binary is built for (ELF `e_machine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CpuArch {
+    /// EM_X86_64 (62).
+    X86_64,
+    /// EM_AARCH64 (183).
+    Aarch64,
+}
+
+impl CpuArch {
+    /// The architecture of an ELF `e_machine`, when it is one a CUDA host can be.
+    pub fn from_elf_machine(machine: u16) -> Option<CpuArch> {
+        match machine {
+            62 => Some(CpuArch::X86_64),
+            183 => Some(CpuArch::Aarch64),
+            _ => None,
+        }
+    }
+
+    /// "x86_64", "aarch64" (as wheel platform tags spell them).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CpuArch::X86_64 => "x86_64",
+            CpuArch::Aarch64 => "aarch64",
+        }
+    }
+}
+
+/// Which CPUs a generation's GPUs come with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    /// Cards and modules for x86_64 and aarch64 hosts alike.
+    Any,
+    /// Only in Arm systems (Jetson, DGX Spark): an x86_64 binary never meets this GPU.
+    Aarch64Only,
+}
+
+impl Host {
+    /// Whether a binary built for `cpu` can be on a host with this GPU.
+    pub fn admits(self, cpu: CpuArch) -> bool {
+        match self {
+            Host::Any => true,
+            Host::Aarch64Only => cpu == CpuArch::Aarch64,
+        }
+    }
 }
 
 impl GpuGeneration {
@@ -57,6 +114,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Turing",
         products: "T4, RTX 20xx, Quadro RTX",
         introduced_in: (10, 0),
+        host: Host::Any,
     },
     GpuGeneration {
         major: 8,
@@ -64,6 +122,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Ampere",
         products: "A100, A30",
         introduced_in: (11, 0),
+        host: Host::Any,
     },
     GpuGeneration {
         major: 8,
@@ -71,6 +130,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Ampere",
         products: "A10, A40, RTX 30xx, RTX A6000",
         introduced_in: (11, 1),
+        host: Host::Any,
     },
     GpuGeneration {
         major: 8,
@@ -78,6 +138,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Ampere",
         products: "Jetson AGX Orin, Orin NX, Orin Nano",
         introduced_in: (11, 4),
+        host: Host::Aarch64Only,
     },
     GpuGeneration {
         major: 8,
@@ -85,6 +146,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Ada Lovelace",
         products: "L4, L40S, RTX 40xx, RTX 6000 Ada",
         introduced_in: (11, 8),
+        host: Host::Any,
     },
     GpuGeneration {
         major: 9,
@@ -92,6 +154,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Hopper",
         products: "H100, H200, GH200",
         introduced_in: (11, 8),
+        host: Host::Any,
     },
     GpuGeneration {
         major: 10,
@@ -99,6 +162,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Blackwell",
         products: "B200, GB200",
         introduced_in: (12, 8),
+        host: Host::Any,
     },
     GpuGeneration {
         major: 10,
@@ -106,6 +170,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Blackwell Ultra",
         products: "B300, GB300",
         introduced_in: (12, 9),
+        host: Host::Any,
     },
     GpuGeneration {
         major: 11,
@@ -113,6 +178,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Blackwell",
         products: "Jetson Thor (T5000, T4000)",
         introduced_in: (13, 0),
+        host: Host::Aarch64Only,
     },
     GpuGeneration {
         major: 12,
@@ -120,6 +186,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Blackwell",
         products: "RTX 50xx, RTX PRO 6000 Blackwell",
         introduced_in: (12, 8),
+        host: Host::Any,
     },
     GpuGeneration {
         major: 12,
@@ -127,6 +194,7 @@ pub const GPU_GENERATIONS: &[GpuGeneration] = &[
         architecture: "Blackwell",
         products: "DGX Spark (GB10)",
         introduced_in: (12, 9),
+        host: Host::Aarch64Only,
     },
 ];
 
@@ -155,5 +223,17 @@ mod tests {
             "Jetson Thor (T5000, T4000)"
         );
         assert!(gpu_generation(10, 1).is_none(), "sm_101 became sm_110");
+        let arm_only: Vec<String> = GPU_GENERATIONS
+            .iter()
+            .filter(|g| !g.host.admits(CpuArch::X86_64))
+            .map(GpuGeneration::capability)
+            .collect();
+        assert_eq!(arm_only, ["8.7", "11.0", "12.1"]);
+        assert!(GPU_GENERATIONS
+            .iter()
+            .all(|g| g.host.admits(CpuArch::Aarch64)));
+        assert_eq!(CpuArch::from_elf_machine(62), Some(CpuArch::X86_64));
+        assert_eq!(CpuArch::from_elf_machine(183), Some(CpuArch::Aarch64));
+        assert_eq!(CpuArch::from_elf_machine(190), None, "EM_CUDA is no host");
     }
 }

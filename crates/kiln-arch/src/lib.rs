@@ -28,4 +28,4 @@ pub use driver::{
     max_ptx_isa_for_driver, oldest_driver_for_ptx_isa, ptx_isa_of_cuda, DriverPtxIsa,
     DRIVER_PTX_ISA,
 };
-pub use gpus::{gpu_generation, GpuGeneration, GPU_GENERATIONS};
+pub use gpus::{gpu_generation, CpuArch, GpuGeneration, Host, GPU_GENERATIONS};

@@ -119,6 +119,7 @@ rules! {
     ReachNoForwardPath = "reach/no-forward-path", Warning;
     ReachGap = "reach/gap", Warning;
     ReachRequiredGpu = "reach/required-gpu", Error;
+    ReachMatrixHole = "reach/matrix-hole", Error;
     ManifestUnreadable = "manifest/unreadable", Error;
     ManifestTargetMissing = "manifest/target-missing", Error;
     ManifestKernelMissing = "manifest/kernel-missing", Error;

@@ -9,7 +9,7 @@
 //! - `rules/`: every [`Rule`] (registered in [`RULES`]), from facts + [`Policy`], with `platform`
 //!   and `nvidia_wheels`: what the target system and NVIDIA's wheels provide
 //! - `kernel_matrix`: the kernel × target matrix, a view of the facts for the report
-//! - `reach`: GPU generation × binary, how each kernel gets there (the reach/* rules judge it)
+//! - `reach`: GPU generation × binary, per library and per kernel (the reach/* rules judge it)
 //!
 //! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
 //! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
@@ -41,7 +41,7 @@ pub use kernel_matrix::{Coverage, CoverageRow};
 pub use manylinux::ManylinuxTag;
 pub use options::{NoProgress, Options, Progress};
 pub use policy::{parse_arch_list, parse_gpu_list, Allow, Policy};
-pub use reach::{BinaryReach, Path as ReachPath, Reach, ReachCell};
+pub use reach::{BinaryReach, OmittedGeneration, Path as ReachPath, Reach, ReachCell};
 pub use read::demangle;
 pub use rules::{Resolution, Via};
 

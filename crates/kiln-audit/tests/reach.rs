@@ -182,20 +182,18 @@ fn a_library_whose_kernels_have_different_targets_reaches_their_intersection() {
     );
     assert_eq!(path(&r, "9.0").0, ReachPath::Exact);
     let i = r.reach.generations.iter().position(|g| g == "8.6").unwrap();
-    assert_eq!(b.cells[i].path, ReachPath::None);
+    // Per kernel: the intersection — k_narrow has no way to 8.6.
+    assert_eq!(b.cells[i].kernel_path, ReachPath::None);
     assert_eq!(b.cells[i].unreached, ["k_narrow"]);
-    let gaps: Vec<&str> = r
-        .findings
-        .iter()
-        .filter(|f| f.rule == "reach/gap")
-        .map(|f| f.message.as_str())
-        .collect();
-    assert_eq!(gaps.len(), 3, "8.0 < 8.6, 8.7, 8.9 < 9.0: {gaps:?}");
-    assert!(
-        gaps.iter()
-            .all(|m| m.contains("k_narrow") && !m.contains("k_wide")),
-        "{gaps:?}"
+    // Per library: k_narrow starts at sm_90 (gated by arch, as NCCL's sm_90+ fp8 kernels), so
+    // the library runs on 8.6 by k_wide's sm_80 code, and there is no gap.
+    assert_eq!(
+        (b.cells[i].path, b.cells[i].holes_count),
+        (ReachPath::Compatible, 0)
     );
+    assert!(!rules(&r).contains(&"reach/gap"), "{:?}", r.findings);
+    // 8.7 (Jetson Orin, Arm only) has no row for this x86_64 library.
+    assert!(r.reach.omitted.iter().any(|o| o.generation == "8.7"));
 }
 
 /// The `a`/`f` variant of a cubin is proven by its own toolkit note, not by the fatbin entry's
@@ -591,4 +589,259 @@ fn a_large_library_with_a_large_cubin_gives_the_facts_of_a_small_one() {
         .expect("device code")
         .entries[0];
     assert_eq!((got.size, &got.kernels), (cubin.len() as u64, &kernels));
+}
+
+/// checks/reach-dispatch: a library whose specialised kernels are built for one target each and
+/// picked at run time (README there: which real libraries each models), linked from one object
+/// per kernel. `scale_gencodes`: the portable `scale` kernel's targets; `specialised`: whether
+/// the three specialised kernels are linked in. Objects are reused within `dir`.
+fn dispatching_library(
+    dir: &Path,
+    name: &str,
+    scale_gencodes: &[&str],
+    specialised: bool,
+) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checks/reach-dispatch");
+    let units: [(&str, &[&str]); 5] = [
+        (
+            "general",
+            &[
+                "arch=compute_80,code=sm_80",
+                "arch=compute_90,code=sm_90",
+                "arch=compute_100,code=sm_100",
+            ],
+        ),
+        ("sm80_xmma_gemm", &["arch=compute_80,code=sm_80"]),
+        ("sm90_xmma_gemm", &["arch=compute_90a,code=sm_90a"]),
+        ("multicast", &["arch=compute_100f,code=sm_100f"]),
+        ("scale", scale_gencodes),
+    ];
+    let mut objects = Vec::new();
+    for (unit, gencodes) in units {
+        if !specialised && !matches!(unit, "general" | "scale") {
+            continue;
+        }
+        let obj = dir.join(format!(
+            "{unit}-{}.o",
+            gencodes.join("+").replace([',', '='], "_")
+        ));
+        objects.push(obj.clone());
+        if obj.exists() {
+            continue;
+        }
+        let mut cmd = Command::new(nvcc());
+        cmd.args(["-c", "-Xcompiler", "-fPIC", "-o"])
+            .arg(&obj)
+            .arg(src.join(format!("{unit}.cu")));
+        for g in gencodes {
+            cmd.arg("-gencode").arg(g);
+        }
+        run(&mut cmd);
+    }
+    // The toolkit's lib/ next to its bin/ (the pip layout ships lib/, not lib64/).
+    let cuda_lib = nvcc().parent().unwrap().join("../lib");
+    let lib = dir.join(format!("lib{name}.so"));
+    run(Command::new("g++")
+        .arg("-shared")
+        .arg("-o")
+        .arg(&lib)
+        .args(&objects)
+        .arg(format!("-L{}", cuda_lib.display()))
+        .arg("-l:libcudart.so.13"));
+    lib
+}
+
+/// Per library, a dispatching library runs where its portable kernels and the kernels meant for
+/// each GPU are; per kernel, its specialised kernels are missing nearly everywhere. A portable
+/// kernel built without one target is a hole there, and only there.
+#[test]
+fn a_dispatching_library_runs_where_its_kernels_are_meant_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let all = [
+        "arch=compute_80,code=sm_80",
+        "arch=compute_90,code=sm_90",
+        "arch=compute_100,code=sm_100",
+    ];
+    let r = audit(
+        &dispatching_library(d, "whole", &all, true),
+        &Policy::default(),
+    );
+    let b = &r.reach.binaries[0];
+    assert_eq!((b.kernels, b.specialised), (5, 3));
+    let cell = |r: &Report, g: &str| {
+        let i = r.reach.generations.iter().position(|x| x == g);
+        i.map(|i| r.reach.binaries[0].cells[i].clone())
+    };
+    // x86_64: no rows for the Arm-only Orin, Thor and Spark.
+    for g in ["8.7", "11.0", "12.1"] {
+        assert!(cell(&r, g).is_none(), "{g}: {:?}", r.reach.generations);
+    }
+    for (g, lib) in [
+        ("7.5", ReachPath::None),
+        ("8.0", ReachPath::Exact),
+        ("8.6", ReachPath::Compatible),
+        ("8.9", ReachPath::Compatible),
+        ("9.0", ReachPath::Exact),
+        ("10.0", ReachPath::Exact),
+        ("10.3", ReachPath::Family),
+        ("12.0", ReachPath::None),
+    ] {
+        let c = cell(&r, g).unwrap();
+        assert_eq!((c.path, c.holes_count), (lib, 0), "{g}: {c:?}");
+    }
+    // Per kernel: at 9.0 the sm_80-only and sm_100f-only kernels have no way there.
+    let c = cell(&r, "9.0").unwrap();
+    assert_eq!((c.kernel_path, c.unreached_count), (ReachPath::None, 2));
+    assert_eq!(c.dispatched_count, 2);
+    assert!(
+        !rules(&r).contains(&"reach/gap"),
+        "dispatch is no gap: {:?}",
+        r.findings
+    );
+
+    let r = audit(
+        &dispatching_library(d, "holed", &[all[0], all[2]], true),
+        &Policy::default(),
+    );
+    let c = cell(&r, "9.0").unwrap();
+    assert_eq!(
+        (c.path, c.holes.clone()),
+        (ReachPath::None, vec!["scale".to_string()])
+    );
+    for g in ["8.0", "8.6", "8.9", "10.0", "10.3"] {
+        assert_eq!(cell(&r, g).unwrap().holes_count, 0, "{g}");
+    }
+    let gaps: Vec<&str> = r
+        .findings
+        .iter()
+        .filter(|f| f.rule == "reach/gap")
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    assert!(
+        gaps[0].contains("GPU 9.0") && gaps[0].contains("scale"),
+        "{gaps:?}"
+    );
+}
+
+/// A raw cubin in `.rodata`, followed by more data: its size is its own ELF extent, not the
+/// rest of the section, and its `a` variant comes from its own note.
+#[test]
+fn raw_cubins_have_their_own_size_and_variant() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = source(d, "rawa", "k_rawa");
+    let cubin = d.join("rawa.cubin");
+    run(Command::new(nvcc())
+        .args(["-cubin", "-arch=sm_90a", "-o"])
+        .arg(&cubin)
+        .arg(&src));
+    let len = std::fs::metadata(&cubin).unwrap().len();
+    let lib = library_with(
+        d,
+        "rawa",
+        ".section .rodata\n.balign 8\n.incbin \"rawa.cubin\"\n.fill 100000,1,0x5a\n",
+    );
+    let r = audit(&lib, &Policy::default());
+    let e = &r.binaries[0].device.as_ref().unwrap().entries[0];
+    assert_eq!(e.target.to_string(), "sm_90a");
+    assert_eq!((e.size, e.stored_size as u64), (len, len));
+    assert!(
+        rules(&r).contains(&"reach/no-forward-path"),
+        "{:?}",
+        r.findings
+    );
+}
+
+/// kiln's own rule: a binary carrying kiln's build manifest gets no dispatch allowance. The
+/// fixture's portable kernels (`gemm`, `scale`) with an honest manifest (what the bytes hold,
+/// matrix 8.0 9.0 10.0) added as kiln-build would: clean when every kernel has every target;
+/// with `scale` compiled out of sm_90 the audit FAILS with `reach/matrix-hole` naming `scale`
+/// and sm_90 (without the manifest the same bytes are a `reach/gap` warning only).
+#[test]
+fn a_kiln_built_binary_with_a_kernel_compiled_out_fails() {
+    use kiln_pins::{MatrixEntry, Target, TargetKind};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let all = [
+        "arch=compute_80,code=sm_80",
+        "arch=compute_90,code=sm_90",
+        "arch=compute_100,code=sm_100",
+    ];
+    let kiln_built = |name: &str, scale: &[&str]| {
+        let lib = dispatching_library(d, name, scale, false);
+        let plain = audit(&lib, &Policy::default());
+        let mut m = kiln_kernels::manifest();
+        m.matrix = ["8.0", "9.0", "10.0"]
+            .iter()
+            .map(|e| e.parse::<MatrixEntry>().unwrap())
+            .collect();
+        let device = plain.binaries[0].device.as_ref().unwrap();
+        m.targets = ["sm_80", "sm_90", "sm_100"]
+            .iter()
+            .map(|t| {
+                let target: Target = t.parse().unwrap();
+                let mut kernels: Vec<String> = device
+                    .entries
+                    .iter()
+                    .filter(|e| e.target.device() == Some(target))
+                    .flat_map(|e| e.kernels.clone())
+                    .collect();
+                kernels.sort();
+                kiln_manifest::TargetKernels {
+                    target,
+                    kind: TargetKind::Sass,
+                    ptx_isa: None,
+                    kernels,
+                }
+            })
+            .collect();
+        let json = d.join(format!("{name}.json"));
+        std::fs::write(&json, m.to_json()).unwrap();
+        let built = d.join(format!("lib{name}-built.so"));
+        run(Command::new("objcopy")
+            .arg(format!("--add-section=.kiln_manifest={}", json.display()))
+            .arg(&lib)
+            .arg(&built));
+        let r = audit(&built, &Policy::default());
+        assert!(
+            !rules(&r).iter().any(|x| x.starts_with("manifest/")),
+            "the manifest is honest: {:?}",
+            r.findings
+        );
+        assert!(r.reach.binaries[0].strict);
+        (plain, r)
+    };
+    let (_, whole) = kiln_built("kilnwhole", &all);
+    assert!(
+        !rules(&whole).contains(&"reach/matrix-hole"),
+        "{:?}",
+        whole.findings
+    );
+    assert_ne!(whole.worst(), Some(kiln_audit::Severity::Error));
+    let (plain, holed) = kiln_built("kilnholed", &[all[0], all[2]]);
+    assert_eq!(
+        plain.worst(),
+        Some(kiln_audit::Severity::Warning),
+        "{:?}",
+        plain.findings
+    );
+    assert_eq!(
+        holed.worst(),
+        Some(kiln_audit::Severity::Error),
+        "{:?}",
+        holed.findings
+    );
+    let holes: Vec<&str> = holed
+        .findings
+        .iter()
+        .filter(|f| f.rule == "reach/matrix-hole")
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(holes.len(), 1, "{holes:?}");
+    assert!(
+        holes[0].contains("no sm_90 code") && holes[0].contains("scale"),
+        "{holes:?}"
+    );
 }

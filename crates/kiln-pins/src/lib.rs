@@ -14,8 +14,8 @@ mod pins;
 pub use error::PinsError;
 pub use kiln_arch::{
     gpu_generation, max_ptx_isa_for_driver, oldest_driver_for_ptx_isa, ptx_isa_of_cuda, runs_on,
-    Arch, ArchError, ArchMatrix, DriverPtxIsa, GpuGeneration, MatrixEntry, Runs, Target,
-    TargetKind, Variant, DRIVER_PTX_ISA, GPU_GENERATIONS,
+    Arch, ArchError, ArchMatrix, CpuArch, DriverPtxIsa, GpuGeneration, Host, MatrixEntry, Runs,
+    Target, TargetKind, Variant, DRIVER_PTX_ISA, GPU_GENERATIONS, KNOWN_CAPABILITIES,
 };
 pub use pins::{
     find_workspace_manifest, AbiRange, AuditAllow, AuditPins, Pins, RuntimeLib, Toolchain,

@@ -15,6 +15,10 @@ pub struct DeviceCode {
     /// Every entry of every container, in file order.
     #[serde(serialize_with = "crate::json::entries")]
     pub entries: Vec<EntryFacts>,
+    /// Whether cubins' kernel lists were read (false under `--no-kernels`: then which kernel
+    /// has which target is unknown, and reach is per binary only).
+    #[serde(skip)]
+    pub kernels_listed: bool,
 }
 
 /// What a fatbin entry holds.
@@ -275,6 +279,7 @@ fn read_to(section: &[u8], depth: Depth, mapped: bool) -> Result<DeviceCode, Str
     Ok(DeviceCode {
         containers: containers.len(),
         entries: entries_of(&containers, 0, depth, &budget, mapped),
+        kernels_listed: matches!(depth, Depth::Kernels),
     })
 }
 
@@ -414,13 +419,21 @@ fn find_within(finder: &memchr::memmem::Finder, hay: &[u8]) -> Option<usize> {
     None
 }
 
-/// A cubin standing alone in a data section: its target from its own header and note.
+/// A cubin standing alone in a data section: its target from its own header and note, its size
+/// from its own ELF extent (`image` runs to the end of the section, past the cubin).
 fn raw_cubin_facts(index: usize, offset: usize, image: &[u8], list_kernels: bool) -> EntryFacts {
+    let len = kiln_fatbin::cubin::extent(image)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n <= image.len());
+    let (image, error) = match len {
+        Some(n) => (&image[..n], None),
+        None => (
+            image,
+            Some("the cubin's ELF tables reach past the section that holds it".to_string()),
+        ),
+    };
     let sm = kiln_fatbin::cubin::sm(image).unwrap_or(0);
-    let variant = kiln_fatbin::cubin::toolkit_target(image)
-        .filter(|(n, _)| *n == sm)
-        .map(|(_, v)| v)
-        .unwrap_or(Variant::Plain);
+    let variant = kiln_fatbin::cubin::variant(image);
     let target = Target::sass(kiln_pins::Arch::from_number(sm, variant));
     let mut facts = EntryFacts {
         container: index,
@@ -437,10 +450,10 @@ fn raw_cubin_facts(index: usize, offset: usize, image: &[u8], list_kernels: bool
         ptx_isa: None,
         ptx_isa_num: None,
         label_mismatch: None,
-        error: None,
+        error,
         section: None,
     };
-    if list_kernels {
+    if list_kernels && facts.error.is_none() {
         match kiln_fatbin::cubin::kernels(image) {
             Ok(k) => facts.kernels = k,
             Err(err) => facts.error = Some(err.to_string()),

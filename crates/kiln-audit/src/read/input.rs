@@ -196,6 +196,7 @@ fn analyse_with(path: &str, bytes: &[u8], opts: &Options, mapped: bool) -> Binar
                     let d = b.device.get_or_insert_with(|| device::DeviceCode {
                         containers: 0,
                         entries: Vec::new(),
+                        kernels_listed: opts.list_kernels,
                     });
                     d.containers += images;
                     d.entries.extend(entries);

@@ -31,6 +31,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                 "also build plain SASS or PTX (e.g. -gencode arch=compute_120,code=compute_120) for a forward path",
             ));
         }
+        matrix_holes(b, findings);
     }
     let view = reach::of(&artifact.binaries, policy.min_driver);
     for b in &view.binaries {
@@ -41,15 +42,16 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     Rule::ReachGap,
                     &b.file,
                     format!(
-                        "GPU {} lies inside this binary's range ({}–{}) but {} kernel(s) have no way there (no SASS of its major at or below it, no PTX that JITs to it{}): {}",
+                        "GPU {} lies inside this binary's range ({}–{}) but {}",
                         c.generation,
                         b.lowest,
                         b.highest,
-                        c.unreached_count,
-                        driver_note(policy),
-                        listing(&c.unreached, c.unreached_count)
+                        why_not(b, c, policy)
                     ),
-                    format!("add SASS for {} (or a lower minor of its major), or PTX at or below it", c.generation),
+                    format!(
+                        "add SASS for {} (or a lower minor of its major), or PTX at or below it",
+                        c.generation
+                    ),
                 ));
             }
         }
@@ -57,6 +59,19 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
     let Some(required) = &policy.require_gpus else {
         return;
     };
+    for o in &view.omitted {
+        if required
+            .iter()
+            .any(|(a, b)| format!("{a}.{b}") == o.generation)
+        {
+            findings.push(finding(
+                Rule::ReachRequiredGpu,
+                "",
+                format!("required GPU {}: no binary here can run beside it: {}", o.generation, o.why),
+                "build the wheel for aarch64 too (a separate wheel with the aarch64 platform tag), or drop the generation from --require-gpus",
+            ));
+        }
+    }
     if view.binaries.is_empty() && !required.is_empty() {
         findings.push(finding(
             Rule::ReachRequiredGpu,
@@ -77,16 +92,93 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             findings.push(finding(
                 Rule::ReachRequiredGpu,
                 &b.file,
-                format!(
-                    "required GPU {} is not reached by {} kernel(s){}: {}",
-                    c.generation,
-                    c.unreached_count,
-                    driver_note(policy),
-                    listing(&c.unreached, c.unreached_count)
-                ),
+                format!("required GPU {}: {}", c.generation, why_not(b, c, policy)),
                 format!("add SASS for {} (or a lower minor of its major), or PTX at or below it that the oldest driver can JIT", c.generation),
             ));
         }
+    }
+}
+
+/// Why a library cell is `none`: nothing runs there, or kernels meant for it have no way there.
+fn why_not(b: &reach::BinaryReach, c: &reach::ReachCell, policy: &Policy) -> String {
+    if c.reached_count == 0 {
+        return format!(
+            "no kernel has a way there (no SASS of its major at or below it, no PTX that JITs to it{})",
+            driver_note(policy)
+        );
+    }
+    let whose = if b.strict {
+        "kiln-built: every kernel must reach every GPU"
+    } else {
+        "not specialised for some GPUs: no `a`/`f`-only targets, no arch in their names"
+    };
+    format!(
+        "{} kernel(s) the library has for other GPUs have no way there{} ({whose}): {}",
+        c.holes_count,
+        driver_note(policy),
+        listing(&c.holes, c.holes_count)
+    )
+}
+
+/// kiln's own rule for a binary it built: every kernel its build manifest (or its bytes) name,
+/// on every target of the manifest's matrix.
+fn matrix_holes(b: &crate::facts::Binary, findings: &mut Vec<Finding>) {
+    let Some(m) = b.elf.as_ref().and_then(|e| e.build_manifest.as_ref()) else {
+        return;
+    };
+    let Ok(matrix) = kiln_pins::ArchMatrix::new(m.matrix.clone()) else {
+        return; // manifest/unreadable says so
+    };
+    let mut have: std::collections::BTreeMap<
+        crate::facts::Target,
+        std::collections::BTreeSet<&str>,
+    > = Default::default();
+    for e in b.device.iter().flat_map(|d| &d.entries) {
+        if e.error.is_some() || e.label_mismatch.is_some() {
+            continue;
+        }
+        if let Some(t) = e.target.device() {
+            have.entry(t)
+                .or_default()
+                .extend(e.kernels.iter().map(String::as_str));
+        }
+    }
+    if !b.device.as_ref().is_some_and(|d| d.kernels_listed) {
+        return;
+    }
+    let mut all: std::collections::BTreeSet<&str> = m.all_kernels();
+    all.extend(have.values().flatten().copied());
+    let wanted = matrix
+        .sass()
+        .map(crate::facts::Target::sass)
+        .chain(matrix.ptx().map(crate::facts::Target::ptx));
+    for t in wanted {
+        let empty = Default::default();
+        let got = have.get(&t).unwrap_or(&empty);
+        let missing: Vec<String> = all
+            .iter()
+            .filter(|k| !got.contains(*k))
+            .map(|k| k.to_string())
+            .collect();
+        if missing.is_empty() {
+            continue;
+        }
+        let shown: Vec<String> = missing
+            .iter()
+            .take(reach::KERNELS_LISTED)
+            .cloned()
+            .collect();
+        findings.push(finding(
+            Rule::ReachMatrixHole,
+            &b.path,
+            format!(
+                "kiln-built (build manifest, matrix {}): {} kernel(s) have no {t} code: {}",
+                m.matrix_text(),
+                missing.len(),
+                listing(&shown, missing.len())
+            ),
+            "compile every kernel for every target of the matrix (kiln-build refuses a partial build; rebuild with `cargo xtask wheel`)",
+        ));
     }
 }
 
@@ -141,6 +233,7 @@ mod tests {
             device: Some(DeviceCode {
                 containers: 1,
                 entries,
+                kernels_listed: true,
             }),
             relocatable: None,
             elf_error: None,
@@ -310,8 +403,9 @@ mod tests {
     }
 
     #[test]
-    fn kernels_with_different_targets_intersect() {
-        // `late` has only sm_90: 8.6 lies inside the binary's range, and `late` cannot get there.
+    fn kernels_with_different_targets_intersect_per_kernel_not_per_library() {
+        // `late` has only sm_90: per kernel, 8.6 lies inside the binary's range and `late` cannot
+        // get there; per library, `late` is gated from 9.0 up (as NCCL's sm_90+ fp8 kernels).
         let a = artifact(vec![
             entry("sm_80", &["early"]),
             entry("sm_90", &["early", "late"]),
@@ -319,14 +413,219 @@ mod tests {
         let r = reach::of(&a.binaries, None);
         let c = cell(&r, "8.6");
         assert_eq!(
-            (c.path, c.unreached.clone()),
+            (c.kernel_path, c.unreached.clone()),
             (Path::None, vec!["late".to_string()])
         );
+        assert_eq!((c.path, c.holes_count), (Path::Compatible, 0));
+        let got = rules(&a, &Policy::default());
+        assert!(got.is_empty(), "{got:?}");
+        // Missing a target above its lowest one is a hole: `late` without 10.0.
+        let a = artifact(vec![
+            entry("sm_80", &["early"]),
+            entry("sm_90", &["early", "late"]),
+            entry("sm_100", &["early"]),
+        ]);
+        let r = reach::of(&a.binaries, None);
+        assert_eq!(cell(&r, "10.0").holes, ["late"]);
+    }
+
+    /// `artifact` with the binary's ELF machine set (62 x86_64, 183 aarch64).
+    fn on_cpu(mut a: Artifact, machine: u16) -> Artifact {
+        let elf = crate::read::elf::ElfFacts {
+            machine,
+            ..Default::default()
+        };
+        a.binaries[0].elf = Some(elf);
+        a
+    }
+
+    #[test]
+    fn arm_only_generations_have_no_row_for_x86_64_binaries() {
+        // kiln's matrix on x86_64: Thor (11.0) is Arm-only, so no row and no reach/gap for it.
+        let a = on_cpu(kiln_matrix(), 62);
+        let r = reach::of(&a.binaries, None);
+        for g in ["8.7", "11.0", "12.1"] {
+            assert!(
+                !r.generations.iter().any(|x| x == g),
+                "{g}: {:?}",
+                r.generations
+            );
+            assert!(
+                r.omitted
+                    .iter()
+                    .any(|o| o.generation == g && o.why.contains("x86_64")),
+                "{g}: {:?}",
+                r.omitted
+            );
+        }
+        assert_eq!(r.binaries[0].cells.len(), r.generations.len());
+        assert_eq!(r.whole.len(), r.generations.len());
+        let got = rules(&a, &Policy::default());
+        assert!(got.is_empty(), "{got:?}");
+        // Asked for Thor on x86_64: an error that says why.
+        let p = Policy {
+            require_gpus: Some(vec![(11, 0)]),
+            ..Policy::default()
+        };
+        let got = rules(&a, &p);
+        assert!(
+            got.iter().any(|(r, m)| *r == Rule::ReachRequiredGpu
+                && m.contains("11.0")
+                && m.contains("Arm")),
+            "{got:?}"
+        );
+        // The same bytes on aarch64: every row, and the Thor gap.
+        let a = on_cpu(kiln_matrix(), 183);
+        let r = reach::of(&a.binaries, None);
+        assert_eq!(r.generations.len(), kiln_pins::GPU_GENERATIONS.len());
+        assert!(r.omitted.is_empty());
         let got = rules(&a, &Policy::default());
         assert!(
             got.iter()
-                .any(|(r, m)| *r == Rule::ReachGap && m.contains("GPU 8.6") && m.contains("late")),
+                .any(|(r, m)| *r == Rule::ReachGap && m.contains("GPU 11.0")),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn arch_tokens_in_names() {
+        use kiln_pins::Variant::*;
+        assert_eq!(reach::arch_tokens("sm90_xmma_gemm_f16"), [(90, Plain)]);
+        assert_eq!(
+            reach::arch_tokens("cutlass3x_sm100_tensorop_gemm"),
+            [(100, Plain)]
+        );
+        assert_eq!(reach::arch_tokens("_Z13sm89_xmma_fooPf"), [(89, Plain)]);
+        assert_eq!(reach::arch_tokens("k_sm_90a_x"), [(90, ArchSpecific)]);
+        assert_eq!(reach::arch_tokens("nccl_sm100f"), [(100, Family)]);
+        // Not arch tokens: glued to letters, unknown numbers, more digits.
+        // Architecture words (cuDNN): a turing kernel with no 8.0 code is dispatch there.
+        let a = artifact(vec![
+            entry(
+                "sm_75",
+                &["gemm", "_5x_cudnn_turing_fp16_s1688cudnn_fp16_v1"],
+            ),
+            entry("sm_80", &["gemm", "cudnn_adapter_x"]),
+            entry("sm_90", &["gemm", "cudnn_adapter_x"]),
+        ]);
+        let r = reach::of(&a.binaries, None);
+        assert_eq!(cell(&r, "8.0").holes_count, 0);
+        assert_eq!(cell(&r, "8.0").dispatched_count, 1);
+        assert_eq!(r.binaries[0].specialised, 1, "`adapter` is no `ada`");
+        for n in ["rsm80_x", "sm80x", "sm12_x", "sm1000_x", "asm90", "sm_9"] {
+            assert!(reach::arch_tokens(n).is_empty(), "{n}");
+        }
+    }
+
+    /// The shape of a per-arch-dispatching library (a sparse-matmul library: `sm89_xmma_*` only
+    /// for sm_89, `sm90_xmma_*` only for sm_90a, `cutlass3x_sm100_*` only for sm_100; NCCL:
+    /// multicast kernels only sm_100f), with general kernels for every target.
+    fn dispatching() -> Artifact {
+        let general = &["gemm", "reduce"];
+        artifact(vec![
+            entry("sm_80", general),
+            entry("sm_89", &["gemm", "reduce", "sm89_xmma_gemm"]),
+            entry("sm_90", general),
+            entry("sm_90a", &["hopper_wgmma"]),
+            entry("sm_100", &["gemm", "reduce", "cutlass3x_sm100_gemm"]),
+            entry("sm_100f", &["multicast"]),
+            entry("sm_120", general),
+            entry("compute_120", general),
+        ])
+    }
+
+    #[test]
+    fn dispatch_is_not_a_hole_per_library_but_is_per_kernel() {
+        let a = dispatching();
+        let r = reach::of(&a.binaries, None);
+        assert_eq!(r.binaries[0].specialised, 4);
+        for (g, lib) in [
+            ("7.5", Path::None),
+            ("8.0", Path::Exact),
+            ("8.6", Path::Compatible),
+            ("8.9", Path::Exact),
+            ("9.0", Path::Exact),
+            ("10.0", Path::Exact),
+            // The sm_100f multicast kernels get there as family code.
+            ("10.3", Path::Family),
+            ("11.0", Path::None),
+            ("12.0", Path::Exact),
+            ("12.1", Path::Compatible),
+        ] {
+            let c = cell(&r, g);
+            assert_eq!(c.path, lib, "{g}: {c:?}");
+            assert_eq!(c.holes_count, 0, "{g}: {c:?}");
+        }
+        // Per kernel: the specialised kernels are missing nearly everywhere.
+        assert_eq!(cell(&r, "9.0").kernel_path, Path::None);
+        assert_eq!(
+            cell(&r, "9.0").unreached_count,
+            3,
+            "sm89, sm100 and multicast"
+        );
+        assert_eq!(cell(&r, "9.0").dispatched_count, 3);
+        // No reach/gap: the only GPU with no code inside the range is 11.0.
+        let got: Vec<String> = rules(&a, &Policy::default())
+            .into_iter()
+            .filter(|(r, _)| *r == Rule::ReachGap)
+            .map(|(_, m)| m)
+            .collect();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].contains("GPU 11.0") && got[0].contains("no kernel has a way there"),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn a_general_kernel_missing_a_target_is_a_hole() {
+        let mut a = dispatching();
+        // `reduce` compiled out of sm_90: a real hole at 9.0 (sm_90a `a` code is another kernel).
+        if let Some(dev) = a.binaries[0].device.as_mut() {
+            for e in &mut dev.entries {
+                if e.target.to_string() == "sm_90" {
+                    e.kernels.retain(|k| k != "reduce");
+                }
+            }
+        }
+        let r = reach::of(&a.binaries, None);
+        let c = cell(&r, "9.0");
+        assert_eq!(
+            (c.path, c.holes.clone(), c.reached_count),
+            (Path::None, vec!["reduce".to_string()], 2)
+        );
+        let got = rules(&a, &Policy::default());
+        assert!(
+            got.iter().any(|(r, m)| *r == Rule::ReachGap
+                && m.contains("GPU 9.0")
+                && m.contains("reduce")),
+            "{got:?}"
+        );
+        // A specialised kernel missing on the GPU its name says is a hole there too.
+        let a = artifact(vec![
+            entry("sm_80", &["gemm", "sm90_xmma_gemm"]),
+            entry("sm_90", &["gemm"]),
+        ]);
+        let r = reach::of(&a.binaries, None);
+        assert_eq!(cell(&r, "9.0").holes, ["sm90_xmma_gemm"]);
+        assert_eq!(cell(&r, "8.6").path, Path::Compatible);
+    }
+
+    #[test]
+    fn without_kernel_lists_reach_is_per_binary_and_says_so() {
+        let mut a = dispatching();
+        if let Some(dev) = a.binaries[0].device.as_mut() {
+            dev.kernels_listed = false;
+            for e in &mut dev.entries {
+                if e.kind == EntryKind::Cubin {
+                    e.kernels.clear();
+                }
+            }
+        }
+        let r = reach::of(&a.binaries, None);
+        assert!(!r.kernels_listed);
+        // PTX names alone do not make the cubin targets kernel-less: 9.0 runs its own SASS.
+        assert_eq!(cell(&r, "9.0").path, Path::Exact);
+        assert_eq!(r.binaries[0].kernels, 1);
     }
 }

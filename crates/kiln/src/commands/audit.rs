@@ -65,6 +65,10 @@ pub struct Args {
     /// Skip decompressing cubins (no kernel names, no per-kernel rule): headers only.
     #[arg(long)]
     pub no_kernels: bool,
+    /// The GPU reach grid per library (does it run on each GPU: kernels specialised for other
+    /// GPUs are dispatch, not holes) or per kernel (the worst kernel). --json carries both.
+    #[arg(long, value_enum, default_value = "library")]
+    pub reach: ReachView,
     /// Largest wheel member read, in bytes (zip-bomb guard).
     #[arg(long, default_value_t = Options::default().max_member_size)]
     pub max_member_size: u64,
@@ -80,6 +84,12 @@ pub struct Args {
     /// input's size, whichever is larger.
     #[arg(long, value_name = "BYTES")]
     pub max_json_size: Option<usize>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReachView {
+    Library,
+    Kernel,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -125,6 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &report,
             failed,
             args.full,
+            args.reach,
             Paint::for_stdout(args.color),
         )
     };
@@ -229,6 +240,7 @@ fn render(
     r: &Report,
     failed: bool,
     full: bool,
+    view: ReachView,
     paint: Paint,
 ) -> std::io::Result<()> {
     let c = &r.counts;
@@ -384,7 +396,7 @@ fn render(
             }
         }
     }
-    render_reach(out, &r.reach, &own_loader)?;
+    render_reach(out, &r.reach, &own_loader, view)?;
     // Again last: after a long report the verdict is what the eye lands on.
     writeln!(out)?;
     report_text::verdict(out, r, failed, paint)
@@ -393,20 +405,76 @@ fn render(
 /// Binary columns in the reach grid (past them, the "all" column still covers every binary).
 const REACH_COLUMNS: usize = 6;
 
-/// A cell as the grid prints it: "exact", "compat", "family", "ptx580"; "-" when no kernel of
-/// `kernels` gets there, "-N" when N of them do not (the others do).
-fn reach_label(c: &ReachCell, kernels: usize) -> String {
-    match c.path {
+/// What the verdict did not look at: under --no-kernels, which kernel reaches which GPU.
+pub(crate) fn reach_scope(reach: &Reach) -> &'static str {
+    if reach.kernels_listed || reach.binaries.is_empty() {
+        ""
+    } else {
+        " (headers only: per-kernel GPU reach NOT checked)"
+    }
+}
+
+/// A cell as the grid prints it: "exact", "compat", "family", "ptx580", "ptx?"; "-" when no
+/// kernel gets there, "-N" when N kernels that should do not (per library: holes; per kernel:
+/// every kernel without a way there).
+fn reach_label(c: &ReachCell, view: ReachView) -> String {
+    let (path, driver, missing) = match view {
+        ReachView::Library => (c.path, c.min_driver, c.holes_count),
+        ReachView::Kernel => (c.kernel_path, c.kernel_min_driver, c.unreached_count),
+    };
+    match path {
         ReachPath::Exact => "exact".into(),
         ReachPath::Compatible => "compat".into(),
         ReachPath::Family => "family".into(),
-        ReachPath::Ptx => match c.min_driver {
+        ReachPath::Ptx => match driver {
             Some(d) => format!("ptx{d}"),
             None => "ptx?".into(),
         },
-        ReachPath::None if c.unreached_count < kernels => format!("-{}", c.unreached_count),
+        ReachPath::None if c.reached_count > 0 && missing > 0 => format!("-{missing}"),
         ReachPath::None => "-".into(),
     }
+}
+
+/// The grid's legend: every symbol it can print, and what the rows leave out.
+fn render_reach_legend(
+    out: &mut impl Write,
+    reach: &Reach,
+    view: ReachView,
+) -> std::io::Result<()> {
+    let driver = reach
+        .driver
+        .map(|d| format!("; PTX counts only within driver {d}"))
+        .unwrap_or_default();
+    let what = match view {
+        ReachView::Library => "per library: does it run there — kernels specialised for other GPUs are dispatch, not holes; --reach kernel for the worst kernel",
+        ReachView::Kernel => "per kernel: the worst kernel shown; --reach library for where each library runs",
+    };
+    writeln!(out, "\nGPU reach ({what})")?;
+    writeln!(
+        out,
+        "  exact = SASS for that GPU, compat = SASS of a lower minor, family = `f` SASS of its family, ptxNNN = PTX JIT from driver NNN, ptx? = PTX whose ISA no driver in kiln's table is known to JIT, -N = N kernels{} have no way there, - = no kernel runs there{driver}",
+        match view {
+            ReachView::Library => " meant for it",
+            ReachView::Kernel => "",
+        }
+    )?;
+    if !reach.kernels_listed {
+        writeln!(out, "  NOT CHECKED per kernel: --no-kernels read the fatbin headers only, so which kernel has which target is unknown; a cell says only whether some code of the binary runs there")?;
+    }
+    if !reach.omitted.is_empty() {
+        let gens: Vec<&str> = reach
+            .omitted
+            .iter()
+            .map(|o| o.generation.as_str())
+            .collect();
+        writeln!(
+            out,
+            "  no row for {}: those GPUs only come with an Arm (aarch64) CPU and the binaries are {}",
+            gens.join(", "),
+            reach.cpu.join(", ")
+        )?;
+    }
+    Ok(())
 }
 
 /// Rows = GPU generations (a fixed table), columns = the first binaries with device code and
@@ -415,20 +483,13 @@ fn render_reach(
     out: &mut impl Write,
     reach: &Reach,
     own_loader: &HashMap<&str, Vec<&str>>,
+    view: ReachView,
 ) -> std::io::Result<()> {
     if reach.binaries.is_empty() {
         return Ok(());
     }
-    let driver = reach
-        .driver
-        .map(|d| format!("; PTX counts only within driver {d}"))
-        .unwrap_or_default();
-    writeln!(
-        out,
-        "\nGPU reach (per kernel, worst kernel shown; exact/compat/family = SASS, ptxNNN = PTX JIT from driver NNN, -N = N kernels cannot run there, - = none can{driver})"
-    )?;
+    render_reach_legend(out, reach, view)?;
     let shown = &reach.binaries[..reach.binaries.len().min(REACH_COLUMNS)];
-    let all_kernels: usize = reach.binaries.iter().map(|b| b.kernels).sum();
     let colw = 8;
     write!(out, "  {:<6}", "GPU")?;
     for i in 0..shown.len() {
@@ -438,17 +499,13 @@ fn render_reach(
     for (row, g) in reach.generations.iter().enumerate() {
         write!(out, "  {g:<6}")?;
         for b in shown {
-            write!(out, "{:>colw$}", reach_label(&b.cells[row], b.kernels))?;
+            write!(out, "{:>colw$}", reach_label(&b.cells[row], view))?;
         }
-        let products = kiln_pins::GPU_GENERATIONS
-            .get(row)
+        let c = &reach.whole[row];
+        let products = kiln_pins::gpu_generation(c.capability.0, c.capability.1)
             .map(|g| g.products)
             .unwrap_or("");
-        writeln!(
-            out,
-            "{:>colw$}  {products}",
-            reach_label(&reach.whole[row], all_kernels)
-        )?;
+        writeln!(out, "{:>colw$}  {products}", reach_label(c, view))?;
     }
     for (i, b) in shown.iter().enumerate() {
         let loader = own_loader
@@ -461,9 +518,16 @@ fn render_reach(
                 )
             })
             .unwrap_or_default();
+        let kind = if b.strict {
+            "; kiln-built: every kernel counts everywhere".to_string()
+        } else if b.specialised > 0 {
+            format!("; {} specialised for some GPUs", b.specialised)
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "  [{}] {} ({} kernels, targets {}–{}{loader})",
+            "  [{}] {} ({} kernels{kind}, targets {}–{}{loader})",
             i + 1,
             esc(&b.file),
             b.kernels,
@@ -561,9 +625,49 @@ mod tests {
             capability: (g.major, g.minor),
             path,
             min_driver: (path == ReachPath::Ptx).then_some(580),
+            reached_count: if path == ReachPath::None { 0 } else { 1 },
+            holes: Vec::new(),
+            holes_count: 0,
+            dispatched_count: 0,
+            kernel_path: path,
+            kernel_min_driver: (path == ReachPath::Ptx).then_some(580),
             unreached: Vec::new(),
             unreached_count: 0,
         }
+    }
+
+    fn reach_of(binaries: Vec<BinaryReach>, whole: Vec<ReachCell>) -> Reach {
+        Reach {
+            generations: kiln_pins::GPU_GENERATIONS
+                .iter()
+                .map(|g| g.capability())
+                .collect(),
+            cpu: Vec::new(),
+            omitted: Vec::new(),
+            driver: None,
+            kernels_listed: true,
+            binaries,
+            whole,
+        }
+    }
+
+    fn binary(file: String, cells: Vec<ReachCell>) -> BinaryReach {
+        BinaryReach {
+            file,
+            kernels: 1,
+            specialised: 0,
+            strict: false,
+            lowest: "8.0".into(),
+            highest: "12.0".into(),
+            range: ((8, 0), (12, 0)),
+            cells,
+        }
+    }
+
+    fn text(reach: &Reach, view: ReachView) -> String {
+        let mut out = Vec::new();
+        render_reach(&mut out, reach, &HashMap::new(), view).unwrap();
+        String::from_utf8(out).unwrap()
     }
 
     /// Eight binaries, one with a bidi character in its name: six columns plus `all`, one row per
@@ -573,50 +677,114 @@ mod tests {
         let gens = kiln_pins::GPU_GENERATIONS;
         let cells = |p| gens.iter().map(|g| cell(g, p)).collect::<Vec<_>>();
         let binaries = (0..8)
-            .map(|i| BinaryReach {
-                file: format!("lib{i}\u{202e}.so"),
-                kernels: 1,
-                lowest: "8.0".into(),
-                highest: "12.0".into(),
-                range: ((8, 0), (12, 0)),
-                cells: cells(if i == 0 {
-                    ReachPath::Ptx
-                } else {
-                    ReachPath::Exact
-                }),
+            .map(|i| {
+                binary(
+                    format!("lib{i}\u{202e}.so"),
+                    cells(if i == 0 {
+                        ReachPath::Ptx
+                    } else {
+                        ReachPath::Exact
+                    }),
+                )
             })
             .collect();
         let mut whole = cells(ReachPath::None);
-        whole[0].unreached_count = 8;
-        whole[1].unreached_count = 3;
-        let reach = Reach {
-            generations: gens.iter().map(|g| g.capability()).collect(),
-            driver: None,
-            binaries,
-            whole,
-        };
-        let mut out = Vec::new();
-        render_reach(&mut out, &reach, &HashMap::new()).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        whole[1].reached_count = 5;
+        whole[1].holes_count = 3;
+        let text = text(&reach_of(binaries, whole), ReachView::Library);
         let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
-        assert_eq!(lines.len(), 1 + 1 + gens.len() + 6 + 1, "{text}");
+        assert_eq!(lines.len(), 2 + 1 + gens.len() + 6 + 1, "{text}");
         assert!(
-            lines[1].contains("[6]") && !lines[1].contains("[7]"),
+            lines[2].contains("[6]") && !lines[2].contains("[7]"),
             "{text}"
         );
         assert!(
-            lines[2].starts_with("  7.5") && lines[2].contains("ptx580"),
+            lines[3].starts_with("  7.5") && lines[3].contains("ptx580"),
             "{text}"
         );
-        // 7.5: all 8 kernels unreached ("-"); 8.0: 3 of the 8 ("-3").
+        // 7.5: nothing runs ("-"); 8.0: 3 holes among kernels that do run ("-3").
         assert!(
-            lines[2].contains("exact") && lines[2].contains(" -  T4"),
+            lines[3].contains("exact") && lines[3].contains(" -  T4"),
             "{text}"
         );
-        assert!(lines[3].contains(" -3  A100"), "{text}");
+        assert!(lines[4].contains(" -3  A100"), "{text}");
         assert!(text.contains("… 2 more binaries"), "{text}");
         assert!(
             !text.contains('\u{202e}') && text.contains("\\u{202E}"),
+            "{text}"
+        );
+    }
+
+    /// Every symbol the grid can print is in its legend, `ptx?` included.
+    #[test]
+    fn the_legend_names_every_symbol() {
+        let gens = kiln_pins::GPU_GENERATIONS;
+        let paths = [
+            ReachPath::Exact,
+            ReachPath::Compatible,
+            ReachPath::Family,
+            ReachPath::Ptx,
+            ReachPath::None,
+        ];
+        let mut cells: Vec<ReachCell> = gens
+            .iter()
+            .enumerate()
+            .map(|(i, g)| cell(g, paths[i % paths.len()]))
+            .collect();
+        cells[3].min_driver = None; // ptx?
+        cells[3].kernel_min_driver = None;
+        cells[4].reached_count = 2;
+        cells[4].holes_count = 1;
+        cells[4].unreached_count = 1;
+        for view in [ReachView::Library, ReachView::Kernel] {
+            let reach = reach_of(vec![binary("lib.so".into(), cells.clone())], cells.clone());
+            let text = text(&reach, view);
+            let legend = text.lines().nth(2).unwrap();
+            let grid: Vec<&str> = text.lines().skip(4).take(gens.len()).collect();
+            let mut symbols: Vec<String> = grid
+                .iter()
+                .flat_map(|l| l.split_whitespace().skip(1).take(2))
+                .map(|s| {
+                    if s.starts_with("ptx") && s != "ptx?" {
+                        "ptxNNN".to_string()
+                    } else if s.starts_with('-') && s.len() > 1 {
+                        "-N".to_string()
+                    } else {
+                        s.to_string()
+                    }
+                })
+                .collect();
+            symbols.sort();
+            symbols.dedup();
+            assert_eq!(symbols.len(), 7, "{symbols:?}\n{text}");
+            for s in symbols {
+                assert!(
+                    legend.contains(&format!("{s} =")),
+                    "{s} not in the legend: {legend}"
+                );
+            }
+        }
+    }
+
+    /// --no-kernels: the verdict and the grid say that per-kernel reach was not looked at; rows
+    /// left out for the CPU are named.
+    #[test]
+    fn headers_only_and_omitted_rows_are_said() {
+        let gens = kiln_pins::GPU_GENERATIONS;
+        let cells: Vec<ReachCell> = gens.iter().map(|g| cell(g, ReachPath::Exact)).collect();
+        let mut reach = reach_of(vec![binary("lib.so".into(), cells.clone())], cells);
+        assert_eq!(reach_scope(&reach), "");
+        reach.kernels_listed = false;
+        reach.omitted.push(kiln_audit::OmittedGeneration {
+            generation: "11.0".into(),
+            why: "x".into(),
+        });
+        reach.cpu = vec!["x86_64".into()];
+        assert!(reach_scope(&reach).contains("NOT checked"));
+        let text = text(&reach, ReachView::Library);
+        assert!(text.contains("NOT CHECKED per kernel"), "{text}");
+        assert!(
+            text.contains("no row for 11.0") && text.contains("x86_64"),
             "{text}"
         );
     }

@@ -94,8 +94,9 @@ pub fn verdict(
     };
     writeln!(
         out,
-        "{}: {} — {} error(s), {} warning(s), {} note(s){waived}",
+        "{}{}: {} — {} error(s), {} warning(s), {} note(s){waived}",
         paint.paint(Style::new().fg_color(Some(colour.into())).bold(), word),
+        super::audit::reach_scope(&r.reach),
         esc(&r.input),
         c.errors,
         c.warnings,
