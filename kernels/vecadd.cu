@@ -46,6 +46,32 @@ __device__ void vecadd(const T* __restrict__ a, const T* __restrict__ b, T* __re
     }
 }
 
+// Up to one resident wave (decode sizes): one 16-byte pack per thread, no loop, 32-bit
+// indices; the host launches it only when a, b and out are 16-byte aligned and the packs plus
+// the n % N tail elements fit one wave (so they fit 32 bits). Thread i < packs adds pack i;
+// thread packs + j adds tail element j. At 4096 and 1 M elements this is torch's cost where
+// the grid-stride map2 (axpby's kernel, the earlier small-size path) cost ~0.1 µs more per
+// call (docs/decode-floor.md): its alignment test, 64-bit loop and loop exit are on the one
+// pass every thread makes.
+template <typename T>
+__device__ void vecadd_flat(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, uint64_t n) {
+    constexpr int N = kiln::Pack<T>::N;
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    const uint32_t packs = (uint32_t)(n / N);
+    if (i < packs) {
+        const kiln::Pack<T> pa = kiln::load_pack(a, i), pb = kiln::load_pack(b, i);
+        kiln::Pack<T> po;
+#pragma unroll
+        for (int e = 0; e < N; ++e) po.v[e] = kiln::from_float<T>(kiln::to_float(pa.v[e]) + kiln::to_float(pb.v[e]));
+        kiln::store_pack(out, i, po);
+    } else {
+        const uint64_t j = (uint64_t)packs * N + (i - packs);
+        if (j < n) out[j] = kiln::from_float<T>(kiln::to_float(a[j]) + kiln::to_float(b[j]));
+    }
+}
+
 #define VECADD_PARAMS(T) (const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, uint64_t n)
 #define ARGS_OF_vecadd (a, b, out, n)
+#define ARGS_OF_vecadd_flat (a, b, out, n)
 KILN_INSTANTIATE_3(vecadd, vecadd, VECADD_PARAMS)
+KILN_INSTANTIATE_3(vecadd_flat, vecadd_flat, VECADD_PARAMS)
