@@ -366,7 +366,13 @@ impl Gpu {
                 // SAFETY: embedding_flat_T, the parameters of embedding_T; gx·block threads
                 // cover a row's packs, one grid row per id.
                 return unsafe {
-                    self.launch_2d(flat, (gx, num_ids as u32), block, 0, &mut args![p, pt, pi, po, pb])
+                    self.launch_2d(
+                        flat,
+                        (gx, num_ids as u32),
+                        block,
+                        0,
+                        &mut args![p, pt, pi, po, pb],
+                    )
                 };
             }
         }
