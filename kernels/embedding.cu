@@ -58,9 +58,9 @@ __device__ void embedding(KilnEmbeddingParams p, const T* __restrict__ table, co
 // Up to one resident wave (decode: a few ids): a 2-D grid, blockIdx.y = the id's position,
 // one 16-byte pack per thread of the row (blockIdx.x·blockDim.x + threadIdx.x), no loop. The
 // host launches it only when table and out are 16-byte aligned, dim % N == 0 and every pack
-// of every row fits one wave (so 32-bit pack indices). With 64 ids of 4096 elements the
+// of every row fits one wave (so 32-bit pack indices). With 64 bf16 ids of 4096 elements the
 // one-block-per-id kernel above (4 packs per thread, a loop) cost 2.57 µs against torch's
-// 2.52; this one 2.35 (docs/decode-floor.md).
+// 2.52; this one 2.45 against 2.55 in the bundle's run (docs/decode-floor.md).
 template <typename T>
 __device__ void embedding_flat(KilnEmbeddingParams p, const T* __restrict__ table, const void* __restrict__ ids, T* __restrict__ out,
                                unsigned long long* __restrict__ bad) {
