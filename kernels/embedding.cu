@@ -65,12 +65,14 @@ template <typename T>
 __device__ void embedding_flat(KilnEmbeddingParams p, const T* __restrict__ table, const void* __restrict__ ids, T* __restrict__ out,
                                unsigned long long* __restrict__ bad) {
     constexpr int N = kiln::Pack<T>::N;
-    const uint32_t packs = (uint32_t)(p.dim / N);
+    // 32-bit row length: every row fits one resident wave (the host's condition).
+    const uint32_t dim = (uint32_t)p.dim;
+    const uint32_t packs = dim / N;
     const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    const uint64_t r = blockIdx.y;
+    const uint32_t r = blockIdx.y;
     if (i >= packs) return;
     const int64_t id = p.ids_type == KILN_INDEX_I64 ? ((const int64_t*)ids)[r] : (int64_t)((const int32_t*)ids)[r];
-    T* orow = out + r * p.dim;
+    T* orow = out + (uint64_t)r * dim;
     if (id < 0 || (uint64_t)id >= p.vocab) {
         if (bad != nullptr && i == 0) atomicMin(bad, (unsigned long long)r);
         kiln::Pack<T> z;
@@ -79,7 +81,7 @@ __device__ void embedding_flat(KilnEmbeddingParams p, const T* __restrict__ tabl
         kiln::store_pack(orow, i, z);
         return;
     }
-    kiln::store_pack(orow, i, kiln::load_pack(table + (uint64_t)id * p.dim, i));
+    kiln::store_pack(orow, i, kiln::load_pack(table + (uint64_t)id * dim, i));
 }
 
 #define EMBEDDING_PARAMS(T) (KilnEmbeddingParams p, const T* __restrict__ table, const void* __restrict__ ids, T* __restrict__ out, unsigned long long* __restrict__ bad)

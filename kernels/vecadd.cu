@@ -56,8 +56,10 @@ __device__ void vecadd(const T* __restrict__ a, const T* __restrict__ b, T* __re
 template <typename T>
 __device__ void vecadd_flat(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, uint64_t n) {
     constexpr int N = kiln::Pack<T>::N;
+    // 32-bit sizes: the whole input fits one resident wave (the host's condition).
+    const uint32_t n32 = (uint32_t)n;
     const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    const uint32_t packs = (uint32_t)(n / N);
+    const uint32_t packs = n32 / N;
     if (i < packs) {
         const kiln::Pack<T> pa = kiln::load_pack(a, i), pb = kiln::load_pack(b, i);
         kiln::Pack<T> po;
@@ -65,8 +67,8 @@ __device__ void vecadd_flat(const T* __restrict__ a, const T* __restrict__ b, T*
         for (int e = 0; e < N; ++e) po.v[e] = kiln::from_float<T>(kiln::to_float(pa.v[e]) + kiln::to_float(pb.v[e]));
         kiln::store_pack(out, i, po);
     } else {
-        const uint64_t j = (uint64_t)packs * N + (i - packs);
-        if (j < n) out[j] = kiln::from_float<T>(kiln::to_float(a[j]) + kiln::to_float(b[j]));
+        const uint32_t j = packs * N + (i - packs);
+        if (j < n32) out[j] = kiln::from_float<T>(kiln::to_float(a[j]) + kiln::to_float(b[j]));
     }
 }
 
