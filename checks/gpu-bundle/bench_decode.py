@@ -95,6 +95,75 @@ def cases(torch, kiln, dev, dtype):
     return out
 
 
+# The launch floor below any op: kernels that do nothing (or move one word), launched through
+# the driver on torch's current stream and timed like the ops. PTX text, JIT-compiled by the
+# driver for whatever GPU this is (ISA 7.0 / sm_80: what every kiln target's driver accepts).
+FLOOR_PTX = b"""
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry kiln_floor_empty() { ret; }
+.visible .entry kiln_floor_copy1(.param .u64 src, .param .u64 dst) {
+  .reg .b64 %rd<3>;
+  .reg .b32 %r<2>;
+  ld.param.u64 %rd1, [src];
+  ld.param.u64 %rd2, [dst];
+  ld.global.b32 %r1, [%rd1];
+  st.global.b32 [%rd2], %r1;
+  ret;
+}
+"""
+
+# (label, kernel, grid, block): the empty kernel at the geometries the decode-size calls
+# launch (one block; 4 blocks of 128, vecadd's flat kernel at 4096 16-bit elements; 512 and
+# 1024 blocks, the flat kernels at 1 M elements), and one word copied by one thread.
+FLOOR_LAUNCHES = [
+    ("empty kernel", "kiln_floor_empty", 1, 1),
+    ("empty kernel", "kiln_floor_empty", 4, 128),
+    ("empty kernel", "kiln_floor_empty", 64, 512),
+    ("empty kernel", "kiln_floor_empty", 512, 256),
+    ("empty kernel", "kiln_floor_empty", 1024, 256),
+    ("one word copied", "kiln_floor_copy1", 1, 1),
+]
+
+
+def floor_launchers(torch):
+    """[(label, grid, block, fn)] launching FLOOR_PTX's kernels through libcuda (ctypes) on
+    torch's current stream; [] (with the reason printed) where that is not possible."""
+    import ctypes
+
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        print(f"  launch floor: no libcuda.so.1 ({e})", flush=True)
+        return []
+    torch.zeros(1, device="cuda")  # the primary context, current on this thread
+    mod = ctypes.c_void_p()
+    if cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(FLOOR_PTX)) != 0:
+        print("  launch floor: cuModuleLoadData failed", flush=True)
+        return []
+    src = torch.ones(1, device="cuda")
+    dst = torch.empty(1, device="cuda")
+    ptrs = [ctypes.c_uint64(src.data_ptr()), ctypes.c_uint64(dst.data_ptr())]
+    out = []
+    for label, name, grid, block in FLOOR_LAUNCHES:
+        f = ctypes.c_void_p()
+        if cu.cuModuleGetFunction(ctypes.byref(f), mod, name.encode()) != 0:
+            print(f"  launch floor: no {name}", flush=True)
+            return []
+        params = ptrs if name == "kiln_floor_copy1" else []
+        arr = (ctypes.c_void_p * max(len(params), 1))(*[ctypes.cast(ctypes.pointer(p), ctypes.c_void_p) for p in params])
+
+        def go(f=f, grid=grid, block=block, arr=arr):
+            r = cu.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0,
+                                  ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), arr, None)
+            if r != 0:
+                raise RuntimeError(f"cuLaunchKernel: CUresult {r}")
+        go._keep = (mod, src, dst, ptrs, arr)
+        out.append((label, grid, block, go))
+    return out
+
+
 def run(torch, kiln, trials=7, reps=50):
     dev = torch.device("cuda", 0)
 
@@ -158,6 +227,16 @@ def run(torch, kiln, trials=7, reps=50):
         return statistics.median(times) * 1e6
 
     rows = []
+    for label, grid, block, fn in floor_launchers(torch):
+        row = {"op": "launch floor", "kernel": label, "grid": grid, "block": block}
+        try:
+            row["eager_us"], row["graph_us"] = eager(fn), graphed(fn)
+        except Exception as e:  # noqa: BLE001
+            row["error"] = f"{type(e).__name__}: {e}"
+        rows.append(row)
+        print(f"  decode launch floor {label} <<<{grid},{block}>>> " + (
+            row["error"] if "error" in row else f"eager {row['eager_us']:6.2f} graph {row['graph_us']:6.2f} us"),
+            flush=True)
     for dname in DECODE_DTYPES:
         dtype = getattr(torch, dname)
         for op, label, shape, kfn, kout, tfn in cases(torch, kiln, dev, dtype):
@@ -194,6 +273,8 @@ def table(rows):
            "| op | dtype | size | shape | eager kiln | eager out= | eager torch | eager kiln/torch | graph kiln | "
            "graph out= | graph torch | graph kiln/torch | host kiln | host torch |",
            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    floor = [r for r in rows if r["op"] == "launch floor"]
+    rows = [r for r in rows if r["op"] != "launch floor"]
     for r in rows:
         if "error" in r:
             out.append(f"| {r['op']} | {r['dtype']} | {r['size']} | | error: {r['error']} |||||||||")
@@ -209,6 +290,13 @@ def table(rows):
     ok = [r for r in rows if "error" not in r]
     met = sum(r["meets_target"] for r in ok)
     out += ["", f"Decode target kiln/torch ≤ 1.0 in eager and graph mode: {met}/{len(ok)} cases (✗ = missed)."]
+    if floor:
+        out += ["", "Launch floor on this GPU: a kernel that does nothing, or copies one word, launched through "
+                "the driver on torch's stream and timed as above (µs per launch).", "",
+                "| kernel | grid × block | eager | graph |", "|---|---|---:|---:|"]
+        for r in floor:
+            cells = (f"error: {r['error']} |" if "error" in r else f"{r['eager_us']:.2f} | {r['graph_us']:.2f} |")
+            out.append(f"| {r['kernel']} | {r['grid']} × {r['block']} | {cells}")
     return "\n".join(out) + "\n"
 
 

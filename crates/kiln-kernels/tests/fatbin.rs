@@ -94,7 +94,14 @@ fn every_kernel_is_present_for_every_target() {
     let manifest = kiln_kernels::manifest();
     assert!(manifest.gaps().is_empty(), "{:?}", manifest.gaps());
     let all = manifest.all_kernels();
-    for required in ["vecadd_f32", "axpby_f32", "axpby_f16", "axpby_bf16"] {
+    for required in [
+        "vecadd_f32",
+        "vecadd_flat_bf16",
+        "axpby_f32",
+        "axpby_f16",
+        "axpby_bf16",
+        "embedding_flat_f16",
+    ] {
         assert!(all.contains(required), "{required} missing: {all:?}");
     }
     // Cross-check the manifest against cuobjdump's own per-cubin symbol dump (--dump-elf-symbols).
@@ -148,7 +155,7 @@ fn every_rust_kernel_is_in_every_target_per_cuobjdump() {
     let manifest = kiln_kernels::manifest();
     let rust: Vec<&str> = manifest.kernels_in("rust");
     let mut want = Vec::new();
-    for op in ["vecadd", "silu_mul", "rmsnorm", "softmax"] {
+    for op in ["vecadd", "vecadd_flat", "silu_mul", "rmsnorm", "softmax"] {
         for dtype in ["f32", "f16", "bf16"] {
             want.push(format!("rs_{op}_{dtype}"));
         }

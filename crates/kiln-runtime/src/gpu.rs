@@ -487,11 +487,26 @@ impl Gpu {
         shared: u32,
         args: &mut [*mut c_void],
     ) -> Result<()> {
+        self.launch_2d(name, (grid, 1), block, shared, args)
+    }
+
+    /// [`Gpu::launch`] with a 2-D grid `(x, y)`.
+    ///
+    /// # Safety
+    /// As [`Gpu::launch`].
+    pub(crate) unsafe fn launch_2d(
+        &self,
+        name: &'static str,
+        grid: (u32, u32),
+        block: u32,
+        shared: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
         self.bind()?;
         let f = self.function(name)?.0;
         result::launch_kernel(
             f,
-            (grid.max(1), 1, 1),
+            (grid.0.max(1), grid.1.max(1), 1),
             (block, 1, 1),
             shared,
             self.stream.raw(),

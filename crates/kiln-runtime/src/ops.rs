@@ -150,6 +150,8 @@ const SOFTMAX_EPT: usize = 32;
 pub(crate) const SOFTMAX_MIN_BLOCK: u32 = 128;
 /// Largest gridDim.x; grid-stride loops cover anything beyond.
 pub(crate) const MAX_GRID_X: u64 = (1 << 31) - 1;
+/// Largest gridDim.y.
+pub(crate) const MAX_GRID_Y: u64 = 65535;
 
 /// Threads per softmax row (`group_threads` in softmax.cu, same rule): the smallest power of
 /// two ≥ 32 with SOFTMAX_EPT elements per thread covering the row, at most 1024.
@@ -159,6 +161,26 @@ pub(crate) fn softmax_group(cols: usize) -> u32 {
         g <<= 1;
     }
     g as u32
+}
+
+/// Threads of a flat (one pack per thread) kernel over `n` elements: the whole packs, then
+/// one thread per element of the n % N tail.
+pub(crate) fn flat_work(n: usize, dtype: DType) -> u64 {
+    let per = 16 / dtype.size();
+    (n / per + n % per) as u64
+}
+
+/// Block size of a flat kernel: BLOCK, or half of it when that spreads the work over at
+/// least four blocks (SMs) where BLOCK would give fewer. Measured on an H200 at 4096
+/// elements: bf16/f16 (512 packs) in 4 blocks of 128 at torch's 2.00 µs per call, in 2 of 256
+/// 0.05–0.1 µs more; f32 (1024 packs) in 4 of 256, 0.1 µs less than 8 of 128
+/// (docs/decode-floor.md).
+pub(crate) fn flat_block(work: u64) -> u32 {
+    if work >= 4 * BLOCK as u64 {
+        BLOCK
+    } else {
+        BLOCK / 2
+    }
 }
 
 /// Work items of an element-wise kernel: 16-byte packs (the grid-stride loop covers the rest).
@@ -328,6 +350,32 @@ impl Gpu {
             ids_type,
         };
         let (mut pt, mut pi, mut po, mut pb) = (table.ptr, ids.ptr, out.ptr, bad);
+        // Up to one resident wave with every row in 16-byte packs (decode: a few ids): the
+        // flat kernel, one pack per thread, blockIdx.y the id, a row over ceil(packs / 512)
+        // blocks (docs/decode-floor.md).
+        let row_packs = dim / (16 / table.dtype.size());
+        if [table.ptr, out.ptr].iter().all(|p| p % 16 == 0)
+            && dim % (16 / table.dtype.size()) == 0
+            && num_ids <= MAX_GRID_Y as usize
+        {
+            let flat = kernel_name!(Twin::Cpp, "embedding_flat", table.dtype);
+            let block = self.block_for(flat, (row_packs.div_ceil(32) * 32).min(512) as u32)?;
+            let work = (num_ids * row_packs) as u64;
+            if work <= self.resident_blocks(flat, block, 0)? as u64 * block as u64 {
+                let gx = row_packs.div_ceil(block as usize) as u32;
+                // SAFETY: embedding_flat_T, the parameters of embedding_T; gx·block threads
+                // cover a row's packs, one grid row per id.
+                return unsafe {
+                    self.launch_2d(
+                        flat,
+                        (gx, num_ids as u32),
+                        block,
+                        0,
+                        &mut args![p, pt, pi, po, pb],
+                    )
+                };
+            }
+        }
         let block = self.block_for(name, row_block(dim, table.dtype).min(256))?;
         // One block per id (many waves, not one resident wave): rows stream in as others retire.
         let grid = (num_ids as u64).clamp(1, MAX_GRID_X) as u32;
@@ -378,27 +426,33 @@ pub(crate) fn vecadd_launch(gpu: &Gpu, twin: Twin, a: &View, b: &View, out: &Vie
     if n == 0 {
         return Ok(());
     }
-    if twin == Twin::Cpp {
-        // Up to one resident wave of one-pack-per-thread work (decode sizes), the map2 kernel
-        // of axpby with alpha = beta = 1 — bitwise the same result (one f32 add, one rounding:
-        // 1·a + 1·b contracts to fma(1, a, b)) — spreads the packs over every SM, where the
-        // unrolled kernel's 4-pack chunks leave most SMs idle. Measured on an H200 inside a CUDA
-        // graph: 4096 bf16 1.30 vs 1.53 µs, 1 M bf16 2.11 vs 2.28 µs per call.
-        let axpby = kernel_name!(twin, "axpby", a.dtype);
-        if packs(n, a.dtype) <= gpu.resident_blocks(axpby, BLOCK, 0)? as u64 * BLOCK as u64 {
-            let mut p = abi::KilnAxpbyParams {
-                n: n as u64,
-                alpha: 1.0,
-                beta: 1.0,
+    let (mut pa, mut pb, mut po) = (a.ptr, b.ptr, out.ptr);
+    // Up to one resident wave of one-pack-per-thread work (decode sizes): the flat kernel,
+    // every pack (and tail element) its own thread, spread over as many SMs as the size
+    // allows; the unrolled kernel's 4-pack chunks would leave most SMs idle, and a grid-stride
+    // loop costs ~0.1 µs per call at these sizes (docs/decode-floor.md).
+    if [a.ptr, b.ptr, out.ptr].iter().all(|p| p % 16 == 0) {
+        let flat = kernel_name!(twin, "vecadd_flat", a.dtype);
+        let work = flat_work(n, a.dtype);
+        let block = gpu.block_for(flat, flat_block(work))?;
+        if work <= gpu.resident_blocks(flat, block, 0)? as u64 * block as u64 {
+            let grid = work.div_ceil(block as u64) as u32;
+            return match twin {
+                Twin::Cpp => {
+                    let mut pn = n as u64;
+                    // SAFETY: vecadd_flat_T(const T*, const T*, T*, uint64_t); n elements
+                    // each, 16-byte aligned; the grid covers flat_work(n) threads.
+                    unsafe { gpu.launch(flat, grid, block, 0, &mut args![pa, pb, po, pn]) }
+                }
+                Twin::Rust => {
+                    let mut p = VecaddParams { n: n as u64 };
+                    // SAFETY: rs_vecadd_flat_T(VecaddParams, *const T, *const T, *mut T); as above.
+                    unsafe { gpu.launch(flat, grid, block, 0, &mut args![p, pa, pb, po]) }
+                }
             };
-            let (mut px, mut py, mut po) = (a.ptr, b.ptr, out.ptr);
-            let grid = gpu.grid_for(axpby, packs(n, a.dtype), BLOCK, 0)?;
-            // SAFETY: axpby_T(KilnAxpbyParams, const T*, const T*, T*); n elements each.
-            return unsafe { gpu.launch(axpby, grid, BLOCK, 0, &mut args![p, px, py, po]) };
         }
     }
     let name = kernel_name!(twin, "vecadd", a.dtype);
-    let (mut pa, mut pb, mut po) = (a.ptr, b.ptr, out.ptr);
     // One block per VECADD_UNROLL·BLOCK packs over the whole array (many waves, each
     // thread with 2·VECADD_UNROLL 16-byte loads in flight), not one resident wave.
     let block = gpu.block_for(name, BLOCK)?;

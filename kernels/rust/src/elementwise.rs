@@ -86,6 +86,29 @@ unsafe fn vecadd<T: Elem>(p: VecaddParams, a: *const T, b: *const T, out: *mut T
     }
 }
 
+/// Up to one resident wave: one pack per thread, no loop, 32-bit indices (`vecadd_flat` in
+/// vecadd.cu; the host launches it only with 16-byte aligned pointers and packs plus the
+/// n % N tail elements within one wave). Thread i < packs adds pack i, thread packs + j the
+/// tail element j.
+#[inline(always)]
+unsafe fn vecadd_flat<T: Elem>(p: VecaddParams, a: *const T, b: *const T, out: *mut T) {
+    let n = p.n;
+    let i = (device::block_x() as u32)
+        .wrapping_mul(device::block_dim() as u32)
+        .wrapping_add(device::thread_x() as u32);
+    let packs = (n / T::N as u64) as u32;
+    if i < packs {
+        let (pa, pb) = (device::load_pack(a, i as u64), device::load_pack(b, i as u64));
+        device::store_pack(out, i as u64, T::map_pack(&pa, &pb, |x, y| x + y));
+    } else {
+        let j = packs as u64 * T::N as u64 + (i - packs) as u64;
+        if j < n {
+            let j = j as usize;
+            *out.add(j) = T::from_f32((*a.add(j)).to_f32() + (*b.add(j)).to_f32());
+        }
+    }
+}
+
 #[inline(always)]
 unsafe fn silu_mul<T: Elem>(p: SiluMulParams, gate: *const T, up: *const T, out: *mut T) {
     map2(p.n, gate, up, out, |g, u| g / (1.0 + device::exp(-g)) * u);
@@ -137,6 +160,13 @@ instantiate3!(
     rs_vecadd_f32,
     rs_vecadd_f16,
     rs_vecadd_bf16
+);
+instantiate3!(
+    vecadd_flat,
+    VecaddParams,
+    rs_vecadd_flat_f32,
+    rs_vecadd_flat_f16,
+    rs_vecadd_flat_bf16
 );
 instantiate3!(
     silu_mul,

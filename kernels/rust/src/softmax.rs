@@ -46,12 +46,26 @@ fn merge_pair(m: &mut f32, s: &mut f32, om: f32, os: f32) {
     *m = nm;
 }
 
+/// This thread's group and its index in the group: `(tid / g, tid % g)`, by shifts. `g` is a
+/// power of two unless it is the whole block (`group_threads` clamps it to blockDim.x). A
+/// plain `/` and `%` here became `div.u16` (LLVM narrowed them, knowing both < 2^16), which
+/// ptxas implements as a subroutine call: two CALLs before the first load of every block,
+/// 5 % of rs.softmax's time at 16384×4096 f16 (docs/rust-kernels-sass.md).
+#[inline(always)]
+fn group_of(tid: u32, g: u32) -> (u32, u32) {
+    if g >= device::block_dim() as u32 {
+        (0, tid)
+    } else {
+        (tid >> g.trailing_zeros(), tid & (g - 1))
+    }
+}
+
 /// Where thread `lane` of a warp reads its group's partial from the scratch (G > 32).
 #[inline(always)]
 fn group_slot(g: u32) -> (bool, u32) {
     let tid = device::thread_x() as u32;
     let (lane, wpg) = (tid & 31, g >> 5);
-    let idx = (tid / g) * wpg + lane;
+    let idx = group_of(tid, g).0 * wpg + lane;
     (lane < wpg && idx < 32, idx)
 }
 
@@ -298,8 +312,13 @@ unsafe fn softmax<T: Elem>(p: SoftmaxParams, x: *const T, out: *mut T) {
     let cols = p.cols;
     let g = group_threads(cols);
     let tid = device::thread_x() as u32;
-    let rows_per_block = device::block_dim() as u32 / g;
-    let (group, t) = (tid / g, tid % g);
+    // blockDim / g (1 when g is the whole block), by a shift like the division below.
+    let rows_per_block = if g >= device::block_dim() as u32 {
+        1
+    } else {
+        device::block_dim() as u32 >> g.trailing_zeros()
+    };
+    let (group, t) = group_of(tid, g);
     let vec = device::aligned16(x) && device::aligned16(out) && cols % T::N as u64 == 0;
     let in_registers = cols <= EPT * g as u64;
     // Block-uniform loop bounds: every thread runs the same iterations (barriers inside).
