@@ -3,12 +3,14 @@
 mod audit_bench;
 mod audit_fixture;
 mod audit_mutations;
+mod audit_schema;
 mod bench_kernels;
 mod bootstrap;
 mod consumer;
 mod gpu_bundle;
 mod kernels;
 mod nix_check;
+mod packaged;
 mod repro;
 mod sandbox;
 mod std_lock;
@@ -40,6 +42,9 @@ enum Command {
     Test(test::Args),
     /// Damage a good wheel in 19 ways with real tools; each must be caught by its own audit rule.
     AuditMutations(audit_mutations::Args),
+    /// Write docs/audit-json-schema.json (the JSON Schema of `kiln audit --json`, derived from
+    /// kiln-audit's report types); `--check` only compares.
+    AuditSchema(audit_schema::Args),
     /// Time `kiln audit` against unzip + cuobjdump and `auditwheel show` on real CUDA wheels.
     BenchAudit(audit_bench::Args),
     /// One route of bench-audit, run as its own process (internal).
@@ -62,6 +67,9 @@ enum Command {
     /// kiln used by another project: README's build-dependency route run as written on a fresh
     /// copy of checks/consumer (its own matrix, its wheel audited clean), then a deliberate break.
     Consumer(consumer::Args),
+    /// kiln as the crates registry would serve it: `cargo package` of every published crate,
+    /// then checks/consumer and the `kiln` CLI built from the unpacked `.crate` files.
+    Packaged(packaged::Args),
 }
 
 fn main() {
@@ -72,6 +80,7 @@ fn main() {
         Command::BenchKernels(args) => bench_kernels::run(args),
         Command::Test(args) => test::run(args),
         Command::AuditMutations(args) => audit_mutations::run(args),
+        Command::AuditSchema(args) => audit_schema::run(args),
         Command::BenchAudit(args) => audit_bench::run(args),
         Command::BenchAuditRoute(args) => audit_bench::route(args),
         Command::NixCheck(args) => nix_check::run(args),
@@ -81,6 +90,9 @@ fn main() {
         Command::GpuBundle(args) => gpu_bundle::run(args),
         Command::Consumer(args) => {
             bootstrap::ensure().and_then(|layout| consumer::run(args, &layout))
+        }
+        Command::Packaged(args) => {
+            bootstrap::ensure().and_then(|layout| packaged::run(args, &layout))
         }
         Command::Sandbox(args) => {
             bootstrap::ensure().and_then(|layout| sandbox::run(args, &layout))

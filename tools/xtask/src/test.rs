@@ -70,6 +70,11 @@ const SUITES: &[Suite] = &[
         command: &["xtask", "consumer"],
     },
     Suite {
+        name: "packaged",
+        what: "cargo package (no verify) of every published crate; checks/consumer and the kiln CLI built from the unpacked .crate files, the consumer's library audited by that CLI",
+        command: &["xtask", "packaged"],
+    },
+    Suite {
         name: "hostile",
         what: "kiln-hostile: the generated hostile inputs through kiln audit under time/RSS/output limits, and the pip/zipfile and ld.so differentials",
         command: &["cargo", "test", "--locked", "--release", "-p", "kiln-hostile", "--", "--include-ignored"],
