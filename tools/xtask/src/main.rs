@@ -6,6 +6,7 @@ mod audit_mutations;
 mod audit_schema;
 mod bench_kernels;
 mod bootstrap;
+mod cli_wheel;
 mod consumer;
 mod gpu_bundle;
 mod kernels;
@@ -52,6 +53,9 @@ enum Command {
     BenchAuditRoute(audit_bench::RouteArgs),
     /// Build the `kiln` wheel (maturin, Requires-Dist from the pins), audit it with `kiln audit`.
     Wheel(wheel::Args),
+    /// The `kiln` CLI as a pip-installable wheel (kiln-cuda-cli, manylinux_2_28): built, installed
+    /// into a fresh venv, `kiln audit --json` run from there on WHEEL, checked against the schema.
+    CliWheel(cli_wheel::Args),
     /// Make the GPU bundle: the wheel, the Rust GPU tests and benchmarks, `kiln`, and run.sh.
     GpuBundle(gpu_bundle::Args),
     /// Build the wheel twice from clean target directories and require identical bytes.
@@ -87,6 +91,9 @@ fn main() {
         Command::StdLock(args) => std_lock::run(args),
         Command::Repro(args) => repro::run(args),
         Command::Wheel(args) => wheel::run(args),
+        Command::CliWheel(args) => {
+            bootstrap::ensure().and_then(|layout| cli_wheel::run(args, &layout))
+        }
         Command::GpuBundle(args) => gpu_bundle::run(args),
         Command::Consumer(args) => {
             bootstrap::ensure().and_then(|layout| consumer::run(args, &layout))
