@@ -44,7 +44,9 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     );
 
     // A fresh venv and pip, as `pipx`/`uvx` make one; the wheel has no dependencies.
-    let tmp = tempfile::Builder::new().prefix("kiln-cli-wheel-").tempdir()?;
+    let tmp = tempfile::Builder::new()
+        .prefix("kiln-cli-wheel-")
+        .tempdir()?;
     let venv = tmp.path().join("venv");
     let python = std::env::var("KILN_PYTHON").unwrap_or_else(|_| "python3".into());
     run_checked(Command::new(&python).args(["-m", "venv"]).arg(&venv))?;
@@ -71,7 +73,11 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     // The CLI wheel through its own audit: the tag it declares holds for its binary.
     let own = audit_json(&kiln, &cli_wheel, None)?;
     validate(&validator, &own, "the CLI wheel's report")?;
-    ensure!(own.exit == Some(0), "kiln audit of the CLI wheel: exit {:?}", own.exit);
+    ensure!(
+        own.exit == Some(0),
+        "kiln audit of the CLI wheel: exit {:?}",
+        own.exit
+    );
     check_glibc(&own.report, CLI_MANYLINUX)?;
 
     // kiln's wheel, against the pins, by the pip-installed CLI.
@@ -118,7 +124,10 @@ fn build(layout: &Layout, root: &Path) -> Result<PathBuf> {
         .env("ZIG_GLOBAL_CACHE_DIR", target.join("zig-cache"));
     layout.apply(&mut cmd);
     let status = cmd.status().context("cannot start maturin")?;
-    ensure!(status.success(), "maturin build of the CLI wheel failed ({status})");
+    ensure!(
+        status.success(),
+        "maturin build of the CLI wheel failed ({status})"
+    );
     let wheels: Vec<PathBuf> = std::fs::read_dir(&out)?
         .flatten()
         .map(|e| e.path())
@@ -174,14 +183,20 @@ fn validate(validator: &jsonschema::Validator, audit: &Audit, what: &str) -> Res
 /// The wheel declares `manylinux` (its file name's tags), and the glibc its binaries need
 /// (the audit's `max_glibc`, computed from the ELF symbol versions) is within that tag.
 fn check_glibc(report: &serde_json::Value, manylinux: &str) -> Result<()> {
-    let tags = report["wheel"]["tags"].as_array().context("the report has no wheel tags")?;
+    let tags = report["wheel"]["tags"]
+        .as_array()
+        .context("the report has no wheel tags")?;
     let wanted = format!("{manylinux}_x86_64");
     ensure!(
-        !tags.is_empty() && tags.iter().all(|t| t.as_str().is_some_and(|t| t.ends_with(&wanted))),
+        !tags.is_empty()
+            && tags
+                .iter()
+                .all(|t| t.as_str().is_some_and(|t| t.ends_with(&wanted))),
         "{}: declared tags {tags:?}, expected {wanted}",
         report["input"]
     );
-    let ceiling = glibc_of(manylinux).with_context(|| format!("{manylinux} is not manylinux_X_Y"))?;
+    let ceiling =
+        glibc_of(manylinux).with_context(|| format!("{manylinux} is not manylinux_X_Y"))?;
     let mut computed = (0, 0);
     for b in report["binaries"].as_array().into_iter().flatten() {
         if let Some([maj, min]) = b["elf"]["max_glibc"]
@@ -193,7 +208,11 @@ fn check_glibc(report: &serde_json::Value, manylinux: &str) -> Result<()> {
             computed = computed.max((*maj, *min));
         }
     }
-    ensure!(computed != (0, 0), "{}: no binary with a glibc requirement", report["input"]);
+    ensure!(
+        computed != (0, 0),
+        "{}: no binary with a glibc requirement",
+        report["input"]
+    );
     ensure!(
         computed <= ceiling,
         "{}: its binaries need glibc {}.{}, {manylinux} promises {}.{}",
