@@ -101,11 +101,15 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         root.join("checks/consumer/Cargo.lock"),
         ws.join("Cargo.lock"),
     )?;
-    let cli = unpacked
+    // Cargo wants members below the workspace root: the unpacked CLI moves into it.
+    let cli_from = unpacked
         .get("kiln")
         .context("the `kiln` crate is not published")?;
-    std::fs::write(ws.join("Cargo.toml"), workspace_manifest(cli, &unpacked))?;
-    check_resolved_from(&ws, &registry, &published)?;
+    let cli = ws.join(cli_from.file_name().context("crate dir")?);
+    std::fs::rename(cli_from, &cli)?;
+    unpacked.insert("kiln".into(), cli.clone());
+    std::fs::write(ws.join("Cargo.toml"), workspace_manifest(&cli, &unpacked))?;
+    check_resolved_from(&ws, work.path(), &unpacked)?;
 
     let t = Instant::now();
     let mut build = cargo();
@@ -297,7 +301,7 @@ fn workspace_manifest(cli: &Path, unpacked: &BTreeMap<String, PathBuf>) -> Strin
 }
 
 /// Every kiln crate of the workspace's graph comes from the unpacked `.crate` files.
-fn check_resolved_from(ws: &Path, registry: &Path, published: &[Published]) -> Result<()> {
+fn check_resolved_from(ws: &Path, work: &Path, unpacked: &BTreeMap<String, PathBuf>) -> Result<()> {
     let out = run_checked(
         cargo()
             .current_dir(ws)
@@ -308,10 +312,11 @@ fn check_resolved_from(ws: &Path, registry: &Path, published: &[Published]) -> R
     let mut seen = 0;
     for p in meta["packages"].as_array().context("packages")? {
         let name = p["name"].as_str().unwrap_or_default();
-        if published.iter().any(|q| q.name == name) {
+        // Inside the throwaway directory, each from its own unpacked .crate.
+        if let Some(dir) = unpacked.get(name) {
             let path = Path::new(p["manifest_path"].as_str().unwrap_or_default());
             ensure!(
-                path.starts_with(registry),
+                path.starts_with(work) && path.starts_with(dir),
                 "{name} resolves to {}, not to its packaged copy",
                 path.display()
             );
