@@ -7,7 +7,7 @@
     # elsewhere (a fork, a mirror, a checkout: "git+https://host/you/kiln", "path:/abs/kiln"),
     # or keep it and pin once with `nix flake lock --override-input kiln <your kiln>`: flake.lock
     # then holds that kiln. kiln's tests override it with their checkout.
-    kiln.url = "git+https://example.invalid/kiln";
+    kiln.url = "git+https://github.com/kiln-cuda/kiln";
     # The nixpkgs kiln's pins were checked against (CUDA 13.0, cuDNN, NCCL, clang 21).
     nixpkgs.follows = "kiln/nixpkgs";
   };

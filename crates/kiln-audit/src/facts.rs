@@ -16,7 +16,7 @@ pub use kiln_wheel::record::{MemberDigest, RecordRow};
 pub use kiln_wheel::tags::FilenameTags;
 
 /// What kind of input was audited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum InputKind {
     /// A `.whl` archive.
@@ -30,7 +30,7 @@ pub enum InputKind {
 }
 
 /// One ELF (or bare fatbin) inside the input.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Binary {
     /// Path relative to the input root ("" parts joined with '/').
     pub path: String,
@@ -71,7 +71,7 @@ impl DistRecord {
 }
 
 /// What a wheel's dist-info says about it.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct WheelMeta {
     /// The top-level `.dist-info` directories.
     #[serde(serialize_with = "crate::json::dist_info")]

@@ -5,7 +5,9 @@ use std::fmt;
 use serde::Serialize;
 
 /// How bad a finding is; `--fail-on` compares against it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Worth knowing; never fails the default gate.
@@ -37,7 +39,7 @@ impl Severity {
 }
 
 /// One thing a rule found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Finding {
     /// The rule; in JSON its stable id, e.g. "linkage/unresolved-needed" (see
     /// docs/audit-json-schema.md).
@@ -156,6 +158,18 @@ impl Rule {
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// A rule is its id string; the schema lists every id.
+impl schemars::JsonSchema for Rule {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Rule".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let ids: Vec<&str> = Rule::ALL.iter().map(|r| r.as_str()).collect();
+        schemars::json_schema!({ "type": "string", "enum": ids })
     }
 }
 

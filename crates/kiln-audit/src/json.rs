@@ -74,6 +74,44 @@ pub fn write<W: Write>(
     Ok(OMITTED.with_borrow_mut(std::mem::take))
 }
 
+/// `kiln audit --json` as [`write`] prints it: the [`Report`] and `omitted`. Only its schema is
+/// used ([`schema`]); [`write`] serializes the same two parts.
+#[derive(schemars::JsonSchema)]
+#[schemars(rename = "KilnAuditReport")]
+#[allow(dead_code)]
+struct Printed {
+    #[serde(flatten)]
+    report: Report,
+    /// Per list (its path in the report), how many items the size budget left out.
+    omitted: BTreeMap<String, usize>,
+}
+
+/// The JSON Schema (draft 2020-12) of `kiln audit --json`, derived from the report's types as
+/// they serialize. Every object is closed (`additionalProperties: false`), so a field the types
+/// print and the schema lacks, or the reverse, fails validation. docs/audit-json-schema.json is
+/// this, written by `cargo xtask audit-schema`.
+pub fn schema() -> serde_json::Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator();
+    let mut value = generator.into_root_schema_for::<Printed>().to_value();
+    close_objects(&mut value);
+    value
+}
+
+fn close_objects(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+                map.insert("additionalProperties".into(), false.into());
+            }
+            map.values_mut().for_each(close_objects);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(close_objects),
+        _ => {}
+    }
+}
+
 /// Serialized after every list, so it holds what they left out.
 struct OmittedSoFar;
 

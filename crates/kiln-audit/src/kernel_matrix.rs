@@ -6,12 +6,13 @@ use serde::Serialize;
 use crate::facts::{Binary, Target};
 
 /// The kernel x target matrix of one binary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Coverage {
     /// The binary's path in the input.
     pub file: String,
     /// Column order: SASS targets by number, then PTX targets (in JSON, their names).
     #[serde(serialize_with = "crate::json::coverage_targets")]
+    #[schemars(with = "Vec<String>")]
     pub targets: Vec<Target>,
     /// Kernels with the same targets folded into one row.
     #[serde(serialize_with = "crate::json::coverage_rows")]
@@ -26,7 +27,7 @@ pub struct Coverage {
 pub const MAX_COLUMNS: usize = 64;
 
 /// Kernels and the columns they have code for.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CoverageRow {
     /// Kernels sharing exactly this target set (sorted).
     #[serde(serialize_with = "crate::json::coverage_kernels")]

@@ -53,7 +53,7 @@ pub const FINDINGS_PER_RULE: usize = 100;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// What one audit found: the findings, and the facts they were decided from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Report {
     /// [`SCHEMA_VERSION`].
     pub schema: u32,
@@ -94,7 +94,7 @@ pub struct Report {
 }
 
 /// Totals over the whole input (exact, whatever the lists leave out).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct Counts {
     /// Findings at [`Severity::Error`].
     pub errors: usize,

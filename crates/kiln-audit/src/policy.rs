@@ -9,13 +9,15 @@ use crate::finding::Rule;
 use serde::Serialize;
 
 /// What the audited artifact must hold; each rule that needs a field it lacks is skipped.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct Policy {
     /// SASS targets every ELF with device code (and every kernel) must carry; exact variants.
     #[serde(serialize_with = "archs_as_text")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub expect_sass: Option<Vec<Arch>>,
     /// PTX targets: present exactly for these.
     #[serde(serialize_with = "archs_as_text")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub expect_ptx: Option<Vec<Arch>>,
     /// Oldest driver (major version) the artifact must run on.
     pub min_driver: Option<u32>,
@@ -23,6 +25,7 @@ pub struct Policy {
     pub platform: Option<String>,
     /// GPU generations (major, minor) every kernel must reach (`--require-gpus`).
     #[serde(serialize_with = "gpus_as_text")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub require_gpus: Option<Vec<(u32, u32)>>,
     /// kiln's runtime pins: sonames -> wheel, lib dir and pinned version.
     #[serde(skip)]

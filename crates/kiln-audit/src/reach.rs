@@ -20,7 +20,9 @@ use serde::Serialize;
 use crate::facts::{Binary, EntryKind, Target, TargetKind};
 
 /// How kernels get onto a GPU, best first (the driver prefers SASS over a JIT).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Path {
     /// SASS for exactly this capability (any variant).
@@ -66,7 +68,7 @@ fn listed(name: &str) -> String {
 pub const KERNELS_NOT_LISTED: &str = "(kernels not listed)";
 
 /// One (generation, binary) cell, or (generation, whole input).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ReachCell {
     /// "9.0"
     pub generation: String,
@@ -121,7 +123,7 @@ impl ReachCell {
 }
 
 /// How one binary's kernels reach each GPU generation.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct BinaryReach {
     /// The binary's path in the input.
     pub file: String,
@@ -154,7 +156,7 @@ pub struct OmittedGeneration {
 }
 
 /// GPU generations x binaries: how the kernels get onto each (docs/reach.md).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Reach {
     /// The generations, in row order: "7.5", "8.0", …
     pub generations: Vec<String>,

@@ -13,13 +13,15 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMA: u32 = 1;
 
 /// One target the build produced code for, and the kernels it holds.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct TargetKernels {
     /// In JSON "sm_90", "compute_120".
     #[serde(with = "text")]
+    #[schemars(with = "String")]
     pub target: Target,
     /// In JSON "sass" or "ptx".
     #[serde(with = "text")]
+    #[schemars(with = "String")]
     pub kind: TargetKind,
     /// PTX ISA ("9.0") for PTX targets.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -29,7 +31,7 @@ pub struct TargetKernels {
 }
 
 /// The pinned tool versions the build ran with (`[workspace.metadata.kiln.toolchain]`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Toolchain {
     /// `nvcc --version` release.
     pub nvcc: String,
@@ -54,7 +56,7 @@ pub struct Toolchain {
 
 /// Where and with what the build ran. Nothing here may vary between two clean builds of the
 /// same commit (no time stamps, no paths): the wheel must be byte-identical.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Provenance {
     /// Git commit of the sources ("unknown" outside a checkout).
     pub commit: String,
@@ -67,13 +69,14 @@ pub struct Provenance {
 }
 
 /// The build manifest embedded in `.kiln_manifest`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Manifest {
     /// [`SCHEMA`] when written.
     pub schema: u32,
     /// The matrix it was built for, typed; in JSON the entries as Cargo.toml writes them
     /// ("9.0", "12.0+PTX"), read back with the one grammar (kiln-arch).
     #[serde(with = "text_list")]
+    #[schemars(with = "Vec<String>")]
     pub matrix: Vec<MatrixEntry>,
     /// `min-driver` from the pins.
     pub min_driver: u32,

@@ -456,7 +456,7 @@ pub fn find_workspace_manifest(start: &Path) -> Result<PathBuf, PinsError> {
 
 /// kiln's own workspace Cargo.toml, as this crate was compiled: the pins a consumer's table
 /// does not state (one source of truth: kiln-pins, by path or git, reads the file itself).
-pub const BUILT_IN_MANIFEST: &str = include_str!("../../../Cargo.toml");
+pub const BUILT_IN_MANIFEST: &str = include_str!("../kiln-workspace.toml");
 
 #[cfg(test)]
 mod tests {

@@ -26,7 +26,7 @@ pub fn parse_headers(text: &str) -> Vec<(String, String)> {
 }
 
 /// One Requires-Dist line, parsed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Requirement {
     /// Normalized distribution name (PEP 503).
     pub name: String,

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// Wheel file name parts.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct FilenameTags {
     /// The distribution name, as in the file name.
     pub name: String,

@@ -3,12 +3,15 @@
 mod audit_bench;
 mod audit_fixture;
 mod audit_mutations;
+mod audit_schema;
 mod bench_kernels;
 mod bootstrap;
+mod cli_wheel;
 mod consumer;
 mod gpu_bundle;
 mod kernels;
 mod nix_check;
+mod packaged;
 mod readme_doctor;
 mod repro;
 mod sandbox;
@@ -41,6 +44,9 @@ enum Command {
     Test(test::Args),
     /// Damage a good wheel in 19 ways with real tools; each must be caught by its own audit rule.
     AuditMutations(audit_mutations::Args),
+    /// Write docs/audit-json-schema.json (the JSON Schema of `kiln audit --json`, derived from
+    /// kiln-audit's report types); `--check` only compares.
+    AuditSchema(audit_schema::Args),
     /// Time `kiln audit` against unzip + cuobjdump and `auditwheel show` on real CUDA wheels.
     BenchAudit(audit_bench::Args),
     /// One route of bench-audit, run as its own process (internal).
@@ -48,6 +54,9 @@ enum Command {
     BenchAuditRoute(audit_bench::RouteArgs),
     /// Build the `kiln` wheel (maturin, Requires-Dist from the pins), audit it with `kiln audit`.
     Wheel(wheel::Args),
+    /// The `kiln` CLI as a pip-installable wheel (kiln-cuda-cli, manylinux_2_28): built, installed
+    /// into a fresh venv, `kiln audit --json` run from there on WHEEL, checked against the schema.
+    CliWheel(cli_wheel::Args),
     /// Make the GPU bundle: the wheel, the Rust GPU tests and benchmarks, `kiln`, and run.sh.
     GpuBundle(gpu_bundle::Args),
     /// Build the wheel twice from clean target directories and require identical bytes.
@@ -66,6 +75,9 @@ enum Command {
     /// README's `kiln doctor` command, read from README.md and run as written (`kiln` = this
     /// checkout's build); it must exit 0 on a bootstrapped machine, GPU or not.
     ReadmeDoctor,
+    /// kiln as the crates registry would serve it: `cargo package` of every published crate,
+    /// then checks/consumer and the `kiln` CLI built from the unpacked `.crate` files.
+    Packaged(packaged::Args),
 }
 
 fn main() {
@@ -76,17 +88,24 @@ fn main() {
         Command::BenchKernels(args) => bench_kernels::run(args),
         Command::Test(args) => test::run(args),
         Command::AuditMutations(args) => audit_mutations::run(args),
+        Command::AuditSchema(args) => audit_schema::run(args),
         Command::BenchAudit(args) => audit_bench::run(args),
         Command::BenchAuditRoute(args) => audit_bench::route(args),
         Command::NixCheck(args) => nix_check::run(args),
         Command::StdLock(args) => std_lock::run(args),
         Command::Repro(args) => repro::run(args),
         Command::Wheel(args) => wheel::run(args),
+        Command::CliWheel(args) => {
+            bootstrap::ensure().and_then(|layout| cli_wheel::run(args, &layout))
+        }
         Command::GpuBundle(args) => gpu_bundle::run(args),
         Command::Consumer(args) => {
             bootstrap::ensure().and_then(|layout| consumer::run(args, &layout))
         }
         Command::ReadmeDoctor => bootstrap::ensure().and_then(|layout| readme_doctor::run(&layout)),
+        Command::Packaged(args) => {
+            bootstrap::ensure().and_then(|layout| packaged::run(args, &layout))
+        }
         Command::Sandbox(args) => {
             bootstrap::ensure().and_then(|layout| sandbox::run(args, &layout))
         }

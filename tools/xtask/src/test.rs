@@ -101,9 +101,19 @@ const SUITES: &[Suite] = &[
         command: &["cargo", "run", "--locked", "--quiet", "--release", "-p", "kiln", "--", "audit", "{wheel}", "--policy", "Cargo.toml"],
     },
     Suite {
+        name: "cli-wheel",
+        what: "the kiln CLI wheel (kiln-cuda-cli, maturin bin, manylinux_2_28): pip install into a fresh venv, kiln audit --json from it on the CLI wheel and on kiln's wheel, declared vs computed glibc, reports validated against docs/audit-json-schema.json",
+        command: &["xtask", "cli-wheel", "{wheel}"],
+    },
+    Suite {
         name: "consumer",
         what: "another project (checks/consumer, its own matrix): README's build-dependency route from a fresh dir, its wheel audited clean, a kernel compiled out for sm_89 caught",
         command: &["xtask", "consumer"],
+    },
+    Suite {
+        name: "packaged",
+        what: "cargo package (no verify) of every published crate; checks/consumer and the kiln CLI built from the unpacked .crate files, the consumer's library audited by that CLI",
+        command: &["xtask", "packaged"],
     },
     Suite {
         name: "hostile",

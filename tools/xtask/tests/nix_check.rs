@@ -1046,3 +1046,18 @@ fn the_wheels_dependency_build_is_maturins_own() {
         "the dependency build runs maturin and stops before finalizing"
     );
 }
+
+/// docs/install.md's `nix run <kiln>#kiln -- …` and `nix run <kiln> -- …`: with no `apps`
+/// output, `nix run` runs the package's `meta.mainProgram`, which must be the CLI for both.
+#[test]
+fn nix_run_runs_the_kiln_cli() {
+    let f = Fixture::new();
+    for pkg in ["kiln", "default"] {
+        let program = eval_json(
+            &f,
+            &format!("packages.x86_64-linux.{pkg}.meta.mainProgram"),
+            None,
+        );
+        assert_eq!(program, "kiln", "packages.{pkg}");
+    }
+}

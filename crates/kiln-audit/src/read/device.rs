@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The device code found in one binary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DeviceCode {
     /// Fatbin containers read.
     pub containers: usize,
@@ -22,7 +22,9 @@ pub struct DeviceCode {
 }
 
 /// What a fatbin entry holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum EntryKind {
     /// Machine code (SASS) for one GPU.
@@ -51,7 +53,7 @@ impl std::fmt::Display for EntryKind {
 }
 
 /// How an entry's payload is stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
     /// Stored as is.
@@ -122,7 +124,7 @@ fn variant_suffix<S: serde::Serializer>(v: &Variant, s: S) -> Result<S::Ok, S::E
 }
 
 /// One fatbin entry: what it is for, how it is stored, which kernels it holds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct EntryFacts {
     /// Index of its container in [`DeviceCode::containers`] order.
     pub container: usize,
@@ -131,11 +133,13 @@ pub struct EntryFacts {
     /// Cubin, PTX or other.
     pub kind: EntryKind,
     /// Exact target with its `a`/`f` variant; in JSON "sm_100f", "compute_120".
+    #[schemars(with = "String")]
     pub target: EntryTarget,
     /// Compute capability number (100 for sm_100f).
     pub sm: u32,
     /// In JSON "", "a" or "f".
     #[serde(serialize_with = "variant_suffix")]
+    #[schemars(with = "String")]
     pub variant: Variant,
     /// How the payload is stored.
     pub compression: Compression,

@@ -13,7 +13,7 @@ type Header = elf::FileHeader64<Endianness>;
 const FDO_DLOPEN_NOTE: u32 = 0x407c_0c0a;
 
 /// What one ELF declares to the loader, and where its device code sits.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct ElfFacts {
     /// `e_machine` (62: x86-64, 183: AArch64).
     pub machine: u16,
@@ -75,7 +75,7 @@ pub struct ElfFacts {
 }
 
 /// One feature of a `.note.dlopen` note.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct DlopenFeature {
     /// The feature's name.
     #[serde(default)]

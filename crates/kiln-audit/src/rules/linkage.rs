@@ -14,7 +14,7 @@ use crate::rules::nvidia_wheels;
 use crate::rules::platform;
 
 /// How one soname a binary needs is found at run time.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Resolution {
     /// The binary that needs it.
     pub file: String,
@@ -23,6 +23,7 @@ pub struct Resolution {
     /// "needed" or "dlopen"
     pub how: &'static str,
     /// Where it resolves.
+    #[schemars(with = "String")]
     pub via: Via,
 }
 
