@@ -303,7 +303,11 @@ fn a_dlopened_library_names_the_wheel_of_its_soname() {
     assert_eq!(dl.len(), 1, "{:?}", rules(&r));
     assert_eq!(dl[0].severity, kiln_audit::Severity::Warning, "{dl:?}");
     assert!(dl[0].message.contains("nvidia-cublas"), "{}", dl[0].message);
-    assert!(dl[0].fix.contains("Requires-Dist: nvidia-cublas"), "{}", dl[0].fix);
+    assert!(
+        dl[0].fix.contains("Requires-Dist: nvidia-cublas"),
+        "{}",
+        dl[0].fix
+    );
     assert!(
         !r.findings
             .iter()
@@ -335,7 +339,11 @@ fn a_runpath_into_the_shared_cuda_directory_names_no_one_wheel() {
         .collect();
     assert_eq!(f.len(), 1, "{:?}", rules(&r));
     assert!(f[0].message.contains("shared by"), "{}", f[0].message);
-    assert!(!f[0].fix.contains("Requires-Dist: nvidia-cuda-runtime"), "{}", f[0].fix);
+    assert!(
+        !f[0].fix.contains("Requires-Dist: nvidia-cuda-runtime"),
+        "{}",
+        f[0].fix
+    );
 }
 
 /// A library of the wheel itself, missing from it (cuDNN without libcudnn_graph.so.9): the
@@ -356,7 +364,11 @@ fn a_bundled_library_missing_from_its_own_wheel_is_unresolved() {
         .filter(|f| f.rule == "linkage/unresolved-needed")
         .collect();
     assert_eq!(f.len(), 1, "{:?}", r.findings);
-    assert!(f[0].message.contains("nvidia-cudnn-cu13 itself"), "{}", f[0].message);
+    assert!(
+        f[0].message.contains("nvidia-cudnn-cu13 itself"),
+        "{}",
+        f[0].message
+    );
     assert!(
         !rules(&r).contains(&"metadata/missing-requires-dist"),
         "{:?}",

@@ -1089,7 +1089,7 @@ fn bounds(c: &mut Cases, e: &Elfs) {
     c.add(
         "bounds",
         "overlap-bomb",
-        file(WHEEL_NAME, overlap_bomb(511, 64 << 20)),
+        file(WHEEL_NAME, overlap_bomb(510, 64 << 20)),
         1,
         &["wheel/zip-differential"],
     );
@@ -1134,7 +1134,11 @@ fn bounds(c: &mut Cases, e: &Elfs) {
                 vec![(format!("demo/{MISSING_SONAME}"), target.to_string())],
             ),
             *exit,
-            if *exit == 0 { &[] } else { &["linkage/unresolved-needed"] },
+            if *exit == 0 {
+                &[]
+            } else {
+                &["linkage/unresolved-needed"]
+            },
         );
     }
     // Many Requires-Dist lines.
@@ -1163,7 +1167,11 @@ fn raw_cubins_in_rodata(c: &mut Cases, e: &Elfs, fatbin: &[u8]) {
         .iter()
         .flat_map(|c| &c.entries)
         .find(|en| en.kind == kiln_fatbin::container::EntryKind::Elf)
-        .map(|en| en.decompress_with(&mut buf).expect("the cubin decodes").to_vec())
+        .map(|en| {
+            en.decompress_with(&mut buf)
+                .expect("the cubin decodes")
+                .to_vec()
+        })
         .expect("the fatbin has a cubin");
     const SIZE: usize = 256 << 20;
     let mut blob = vec![0u8; SIZE];

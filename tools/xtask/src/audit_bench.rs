@@ -284,7 +284,9 @@ pub fn run(args: Args) -> Result<()> {
     println!(
         "\n| wheel | MB | kiln s | kiln MB RSS | kiln-hdr s | kiln-hdr MB RSS | floor s | floor MB RSS | kiln/floor | kiln-hdr/floor | floor+decode s | kiln/(floor+decode) | cuobjdump route s | route MB RSS | route/kiln | auditwheel s | auditwheel MB RSS |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for r in &rows {
         println!(
             "| {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2}x | {:.2}x | {:.2} | {:.2}x | {:.2} | {:.0} | {:.1}x | {:.2} | {:.0} |",
@@ -310,13 +312,22 @@ pub fn run(args: Args) -> Result<()> {
     println!("\ntargets (issue 26): kiln/(floor+decode) <= 1.10x on every wheel; kiln-hdr/floor <= 1.30x; route/kiln >= 3.0x on wheels over 100 MB; kiln peak RSS <= 256 MB");
     for r in &rows {
         let checks = [
-            ("kiln/(floor+decode) <= 1.10", r.kiln.secs() / r.decode.secs() <= 1.10),
-            ("kiln-hdr/floor <= 1.30", r.kiln_headers.secs() / r.floor.secs() <= 1.30),
+            (
+                "kiln/(floor+decode) <= 1.10",
+                r.kiln.secs() / r.decode.secs() <= 1.10,
+            ),
+            (
+                "kiln-hdr/floor <= 1.30",
+                r.kiln_headers.secs() / r.floor.secs() <= 1.30,
+            ),
             (
                 "route/kiln >= 3.0 (over 100 MB)",
                 r.size <= 100_000_000 || r.cuobjdump.secs() / r.kiln.secs() >= 3.0,
             ),
-            ("RSS <= 256 MB", r.kiln.mb().max(r.kiln_headers.mb()) <= 256.0),
+            (
+                "RSS <= 256 MB",
+                r.kiln.mb().max(r.kiln_headers.mb()) <= 256.0,
+            ),
         ];
         let missed: Vec<&str> = checks.iter().filter(|c| !c.1).map(|c| c.0).collect();
         println!(

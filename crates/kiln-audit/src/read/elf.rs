@@ -164,6 +164,7 @@ pub fn is_elf(bytes: &[u8]) -> bool {
 }
 
 /// Reads an ELF; errors are messages (the caller turns them into findings).
+#[cfg(test)]
 pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
     read_with(data, false)
 }
@@ -501,7 +502,11 @@ mod tests {
     #[test]
     fn soname_search_in_windows_misses_nothing_at_the_seams() {
         let mut data = vec![b'x'; 100];
-        for (at, s) in [(0, "libz.so.1\0"), (30, "\0libcublasLt.so.13\0"), (60, "\0libnvrtc.so.13\0")] {
+        for (at, s) in [
+            (0, "libz.so.1\0"),
+            (30, "\0libcublasLt.so.13\0"),
+            (60, "\0libnvrtc.so.13\0"),
+        ] {
             data[at..at + s.len()].copy_from_slice(s.as_bytes());
         }
         let mut whole = std::collections::BTreeSet::new();

@@ -25,6 +25,7 @@ use crate::read::zip_view;
 
 /// Reads the wheel, ELF, fatbin or directory at `path` into facts.
 pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
+    spill::bound_heap();
     let meta = std::fs::metadata(path).map_err(|e| AuditError::io(path, e))?;
     if meta.is_dir() {
         return read_dir(path, opts, progress);

@@ -279,8 +279,8 @@ fn runpath_into_other_wheels(
         if artifact.files.iter().any(|f| f.starts_with(&prefix)) {
             continue;
         }
-        let loads_from_there = loaded_sonames(elf)
-            .any(|s| providers_of(policy, s).iter().any(|(_, d)| *d == dir));
+        let loads_from_there =
+            loaded_sonames(elf).any(|s| providers_of(policy, s).iter().any(|(_, d)| *d == dir));
         if loads_from_there {
             continue;
         }

@@ -40,14 +40,25 @@ pub const LAYOUTS: &[WheelLayout] = &[
         // nvidia-cuda-cupti 13.0.85
         wheels: &["nvidia-cuda-cupti", "nvidia-cuda-cupti-cu13"],
         lib_dir: CU13,
-        sonames: &["libcheckpoint.so", "libcupti.so.13", "libnvperf_host.so", "libnvperf_target.so", "libpcsamplingutil.so"],
+        sonames: &[
+            "libcheckpoint.so",
+            "libcupti.so.13",
+            "libnvperf_host.so",
+            "libnvperf_target.so",
+            "libpcsamplingutil.so",
+        ],
         cuda_major: 13,
     },
     WheelLayout {
         // nvidia-cuda-nvrtc 13.0.88
         wheels: &["nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu13"],
         lib_dir: CU13,
-        sonames: &["libnvrtc-builtins.alt.so.13.0", "libnvrtc-builtins.so.13.0", "libnvrtc.alt.so.13", "libnvrtc.so.13"],
+        sonames: &[
+            "libnvrtc-builtins.alt.so.13.0",
+            "libnvrtc-builtins.so.13.0",
+            "libnvrtc.alt.so.13",
+            "libnvrtc.so.13",
+        ],
         cuda_major: 13,
     },
     WheelLayout {
@@ -66,9 +77,19 @@ pub const LAYOUTS: &[WheelLayout] = &[
     },
     WheelLayout {
         // nvidia-cuda-sanitizer-api 13.0.85
-        wheels: &["nvidia-cuda-sanitizer-api", "nvidia-cuda-sanitizer-api-cu13"],
+        wheels: &[
+            "nvidia-cuda-sanitizer-api",
+            "nvidia-cuda-sanitizer-api-cu13",
+        ],
         lib_dir: CU13,
-        sonames: &["libInterceptorInjectionTarget.so", "libTreeLauncherPlaceholder.so", "libTreeLauncherTargetInjection.so", "libTreeLauncherTargetUpdatePreloadInjection.so", "libsanitizer-collection.so", "libsanitizer-public.so"],
+        sonames: &[
+            "libInterceptorInjectionTarget.so",
+            "libTreeLauncherPlaceholder.so",
+            "libTreeLauncherTargetInjection.so",
+            "libTreeLauncherTargetUpdatePreloadInjection.so",
+            "libsanitizer-collection.so",
+            "libsanitizer-public.so",
+        ],
         cuda_major: 13,
     },
     WheelLayout {
@@ -110,7 +131,19 @@ pub const LAYOUTS: &[WheelLayout] = &[
         // nvidia-npp 13.0.1.2
         wheels: &["nvidia-npp", "nvidia-npp-cu13"],
         lib_dir: CU13,
-        sonames: &["libnppc.so.13", "libnppial.so.13", "libnppicc.so.13", "libnppidei.so.13", "libnppif.so.13", "libnppig.so.13", "libnppim.so.13", "libnppist.so.13", "libnppisu.so.13", "libnppitc.so.13", "libnpps.so.13"],
+        sonames: &[
+            "libnppc.so.13",
+            "libnppial.so.13",
+            "libnppicc.so.13",
+            "libnppidei.so.13",
+            "libnppif.so.13",
+            "libnppig.so.13",
+            "libnppim.so.13",
+            "libnppist.so.13",
+            "libnppisu.so.13",
+            "libnppitc.so.13",
+            "libnpps.so.13",
+        ],
         cuda_major: 13,
     },
     WheelLayout {
