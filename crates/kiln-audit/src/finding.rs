@@ -109,7 +109,7 @@ rules! {
     LinkageRunpathUndeclaredWheel = "linkage/runpath-undeclared-wheel", Warning;
     LinkageExtraOnlyDependency = "linkage/extra-only-dependency", Warning;
     LinkageBadDlopenNote = "linkage/bad-dlopen-note", Warning;
-    LinkageUndeclaredDlopen = "linkage/undeclared-dlopen", Info;
+    LinkageUndeclaredDlopen = "linkage/undeclared-dlopen", Warning;
     ArchMissingSass = "arch/missing-sass", Error;
     ArchKernelMissingSass = "arch/kernel-missing-sass", Error;
     ArchMissingPtx = "arch/missing-ptx", Error;
@@ -207,6 +207,11 @@ pub const LOWER_SEVERITY: &[(Rule, Severity, &str)] = &[
         Rule::LinkageUnresolvedDlopen,
         Severity::Warning,
         "the .note.dlopen feature's priority is not `required`",
+    ),
+    (
+        Rule::LinkageUndeclaredDlopen,
+        Severity::Info,
+        "Requires-Dist names the wheel that ships the library, or the input has no metadata, or a directory has it installed",
     ),
     (
         Rule::FatbinOutsideNvFatbin,

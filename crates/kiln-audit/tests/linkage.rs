@@ -240,3 +240,154 @@ fn a_soname_string_in_rodata_is_a_possible_dlopen() {
         .any(|f| f.rule == "linkage/undeclared-dlopen"
             && f.message.contains("which Requires-Dist names")));
 }
+
+/// `NAME-1.0-py3-none-manylinux_2_17_x86_64.whl` holding `files`, with METADATA `requires`.
+fn named_wheel(dir: &Path, name: &str, files: &[(&str, Vec<u8>)], requires: &[&str]) -> PathBuf {
+    let dist = name.replace('-', "_");
+    let path = dir.join(format!("{dist}-1.0-py3-none-manylinux_2_17_x86_64.whl"));
+    let mut w = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let opts = zip::write::SimpleFileOptions::default();
+    let meta: String = std::iter::once(format!(
+        "Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+    ))
+    .chain(requires.iter().map(|r| format!("Requires-Dist: {r}\n")))
+    .collect();
+    let mut all: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .map(|(n, d)| (n.to_string(), d.clone()))
+        .collect();
+    all.push((format!("{dist}-1.0.dist-info/METADATA"), meta.into_bytes()));
+    all.push((
+        format!("{dist}-1.0.dist-info/WHEEL"),
+        b"Wheel-Version: 1.0\nTag: py3-none-manylinux_2_17_x86_64\n".to_vec(),
+    ));
+    for (n, data) in all {
+        w.start_file(n, opts).unwrap();
+        w.write_all(&data).unwrap();
+    }
+    w.finish().unwrap();
+    path
+}
+
+/// cuDNN's shape: a library that dlopens cuBLAS by name and reaches `nvidia/cu13/lib` through
+/// RUNPATH. Without `nvidia-cublas` in Requires-Dist the gate warns naming cuBLAS's wheel (the
+/// one that ships that soname), not the runtime's, whose directory it merely shares.
+#[test]
+fn a_dlopened_library_names_the_wheel_of_its_soname() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("dl.c"),
+        "#include <dlfcn.h>\nvoid *kiln_load(void) { return dlopen(\"libcublasLt.so.13\", RTLD_NOW); }\n",
+    )
+    .unwrap();
+    cc(
+        &[
+            "-shared",
+            "-fPIC",
+            "-o",
+            "dl.so",
+            "dl.c",
+            "-ldl",
+            "-Wl,-rpath,$ORIGIN/../nvidia/cu13/lib",
+        ],
+        d,
+    );
+    let lib = std::fs::read(d.join("dl.so")).unwrap();
+    let r = audit(&wheel(d, &lib, &[]));
+    let dl: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.rule == "linkage/undeclared-dlopen")
+        .collect();
+    assert_eq!(dl.len(), 1, "{:?}", rules(&r));
+    assert_eq!(dl[0].severity, kiln_audit::Severity::Warning, "{dl:?}");
+    assert!(dl[0].message.contains("nvidia-cublas"), "{}", dl[0].message);
+    assert!(
+        dl[0].fix.contains("Requires-Dist: nvidia-cublas"),
+        "{}",
+        dl[0].fix
+    );
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.message.contains("nvidia-cuda-runtime")),
+        "the runtime's wheel is named: {:?}",
+        r.findings
+    );
+    let r = audit(&wheel(d, &lib, &["nvidia-cublas>=13,<14"]));
+    assert!(
+        r.findings
+            .iter()
+            .filter(|f| f.rule.as_str().starts_with("linkage/"))
+            .all(|f| f.severity == kiln_audit::Severity::Info),
+        "{:?}",
+        r.findings
+    );
+}
+
+/// A RUNPATH into the shared `nvidia/cu13/lib` that loads nothing from there names no wheel.
+#[test]
+fn a_runpath_into_the_shared_cuda_directory_names_no_one_wheel() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = library(dir.path(), &[], Some("$ORIGIN/../nvidia/cu13/lib"));
+    let r = audit(&wheel(dir.path(), &lib, &[]));
+    let f: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.rule == "linkage/runpath-undeclared-wheel")
+        .collect();
+    assert_eq!(f.len(), 1, "{:?}", rules(&r));
+    assert!(f[0].message.contains("shared by"), "{}", f[0].message);
+    assert!(
+        !f[0].fix.contains("Requires-Dist: nvidia-cuda-runtime"),
+        "{}",
+        f[0].fix
+    );
+}
+
+/// A library of the wheel itself, missing from it (cuDNN without libcudnn_graph.so.9): the
+/// NEEDED is unresolved, not a Requires-Dist the wheel should add on itself.
+#[test]
+fn a_bundled_library_missing_from_its_own_wheel_is_unresolved() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = library(dir.path(), &["libcudnn_graph.so.9"], Some("$ORIGIN"));
+    let r = audit(&named_wheel(
+        dir.path(),
+        "nvidia-cudnn-cu13",
+        &[("nvidia/cudnn/lib/libcudnn_ops.so.9", lib.clone())],
+        &[],
+    ));
+    let f: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.rule == "linkage/unresolved-needed")
+        .collect();
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("nvidia-cudnn-cu13 itself"),
+        "{}",
+        f[0].message
+    );
+    assert!(
+        !rules(&r).contains(&"metadata/missing-requires-dist"),
+        "{:?}",
+        r.findings
+    );
+    // With the library there, it is bundled.
+    let graph = library(dir.path(), &[], None);
+    let r = audit(&named_wheel(
+        dir.path(),
+        "nvidia-cudnn-cu13",
+        &[
+            ("nvidia/cudnn/lib/libcudnn_ops.so.9", lib),
+            ("nvidia/cudnn/lib/libcudnn_graph.so.9", graph),
+        ],
+        &[],
+    ));
+    assert!(
+        !rules(&r).contains(&"linkage/unresolved-needed"),
+        "{:?}",
+        r.findings
+    );
+}

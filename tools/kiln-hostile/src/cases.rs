@@ -20,6 +20,8 @@ pub enum Input {
     File { name: String, bytes: Vec<u8> },
     /// A directory tree (relative path, bytes).
     Dir(Vec<(String, Vec<u8>)>),
+    /// A directory tree (relative path, bytes) with symbolic links (relative path, target).
+    DirWithLinks(Vec<(String, Vec<u8>)>, Vec<(String, String)>),
     /// A FIFO as the input itself.
     Fifo,
     /// A directory holding one regular file and one FIFO.
@@ -167,6 +169,7 @@ pub fn all(elfs: &Elfs, fatbin: &[u8]) -> Vec<Case> {
     device(&mut c, fatbin);
     special(&mut c);
     bounds(&mut c, elfs);
+    raw_cubins_in_rodata(&mut c, elfs, fatbin);
     facts_growth(&mut c);
     escape(&mut c);
     c.0
@@ -1038,7 +1041,9 @@ fn bounds(c: &mut Cases, e: &Elfs) {
             &["elf/unreadable"],
         );
     }
-    // Members claiming size 0 that inflate to 4 MiB, against --max-total-size 1 MiB.
+    // Members claiming size 0 that inflate to 4 MiB, against --max-total-size 1 MiB: inflation
+    // stops one byte past the claim (Python's zipfile reads the declared size), so the lie is a
+    // zip differential and the budget is never approached.
     {
         let big = vec![0u8; 4 << 20];
         let m: Vec<Member> = (0..4)
@@ -1053,7 +1058,7 @@ fn bounds(c: &mut Cases, e: &Elfs) {
             file(WHEEL_NAME, wheel(&members(m, ""))),
             &["--max-total-size", "1048576"],
             1,
-            &["input/too-large"],
+            &["wheel/zip-differential"],
         );
     }
     // One member inflating past --max-member-size.
@@ -1078,6 +1083,64 @@ fn bounds(c: &mut Cases, e: &Elfs) {
         2,
         &[],
     );
+    // 511 central entries naming one 64 MiB deflate stream (64 KiB stored): 32 GiB declared
+    // and inflated (just under the default --max-total-size) from a 100 KiB file unless the
+    // overlap is refused before inflating. CPython 3.12+ refuses it ("Overlapped entries").
+    c.add(
+        "bounds",
+        "overlap-bomb",
+        file(WHEEL_NAME, overlap_bomb(510, 64 << 20)),
+        1,
+        &["wheel/zip-differential"],
+    );
+    // 30,000 tiny libraries each with an unresolved NEEDED (a 58 MB wheel): the audit's memory
+    // per binary and per finding must stay small (it held ~17 KiB each: 1,078 MiB).
+    {
+        let raw = zipw::deflate_split(&e.needs_missing, 0);
+        let libs: Vec<Member> = (0..30_000)
+            .map(|i| Member {
+                body: Body::RawDeflate(raw.clone()),
+                ..lib(&format!("demo/l{i}/libneeds.so"), &e.needs_missing)
+            })
+            .collect();
+        c.add(
+            "bounds",
+            "many-unresolved-needed",
+            file(WHEEL_NAME, wheel(&members(libs, ""))),
+            1,
+            &["linkage/unresolved-needed"],
+        );
+    }
+    // A NEEDED soname that is a symbolic link in a directory (libkilnmissing.so.1 ->
+    // libkilnmissing.so.1.0): ld.so follows it, so it resolves. One that leads nowhere, or out
+    // of the tree, does not.
+    for (i, (target, exit)) in [
+        ("libkilnmissing.so.1.0", 0),
+        ("libkilnmissing.so.9.9", 1),
+        ("/usr/lib/x86_64-linux-gnu/libc.so.6", 1),
+    ]
+    .iter()
+    .enumerate()
+    {
+        c.add(
+            "bounds",
+            &format!("symlinked-needed-{i}"),
+            Input::DirWithLinks(
+                vec![
+                    ("demo/libneeds.so".into(), e.needs_missing.clone()),
+                    ("demo/libkilnmissing.so.1.0".into(), e.missing.clone()),
+                    ("demo/__init__.py".into(), vec![]),
+                ],
+                vec![(format!("demo/{MISSING_SONAME}"), target.to_string())],
+            ),
+            *exit,
+            if *exit == 0 {
+                &[]
+            } else {
+                &["linkage/unresolved-needed"]
+            },
+        );
+    }
     // Many Requires-Dist lines.
     {
         let lines: String = (0..20_000)
@@ -1091,6 +1154,88 @@ fn bounds(c: &mut Cases, e: &Elfs) {
             &["input/over-limit"],
         );
     }
+}
+
+/// A library whose `.rodata` holds 256 MiB: noise with 64 copies of a real sm_80 cubin (the
+/// nvcc fatbin's), stored uncompressed (a 268 MB wheel). Every page of it used to be resident
+/// at once (the soname search touched them all before handing any back): the peak passed the
+/// 256 MiB ceiling.
+fn raw_cubins_in_rodata(c: &mut Cases, e: &Elfs, fatbin: &[u8]) {
+    let containers = kiln_fatbin::container::parse(fatbin).expect("kiln's own fatbin parses");
+    let mut buf = Vec::new();
+    let cubin = containers
+        .iter()
+        .flat_map(|c| &c.entries)
+        .find(|en| en.kind == kiln_fatbin::container::EntryKind::Elf)
+        .map(|en| {
+            en.decompress_with(&mut buf)
+                .expect("the cubin decodes")
+                .to_vec()
+        })
+        .expect("the fatbin has a cubin");
+    const SIZE: usize = 256 << 20;
+    let mut blob = vec![0u8; SIZE];
+    // xorshift64: incompressible, deterministic, fast.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for chunk in blob.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes());
+    }
+    for k in 0..64 {
+        let at = k * (SIZE / 64);
+        blob[at..at + cubin.len()].copy_from_slice(&cubin);
+    }
+    let lib = crate::elfs::with_section(&e.dir, &e.plain, ".rodata.kiln_cubins", &blob)
+        .unwrap_or_else(|err| panic!("{err}"));
+    drop(blob);
+    let m = vec![Member {
+        body: Body::Stored,
+        ..self::lib("demo/libcubins.so", &lib)
+    }];
+    c.add(
+        "bounds",
+        "raw-cubins-in-rodata",
+        file(WHEEL_NAME, wheel(&members(m, ""))),
+        0,
+        &[],
+    );
+}
+
+/// A wheel whose `aliases` extra central entries all point at one member of `size` zero bytes
+/// (declared honestly), after a clean wheel's members.
+fn overlap_bomb(aliases: usize, size: usize) -> Vec<u8> {
+    let zeros = vec![0u8; size];
+    let mut clean = members(vec![], "");
+    clean.insert(1, Member::file("demo/z.bin", &zeros));
+    let w = zipw::write(&clean);
+    let crc = zipw::crc32(&zeros);
+    let stored = {
+        let mut en = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut en, &zeros).unwrap();
+        en.finish().unwrap()
+    };
+    let mut bytes = w.bytes[..w.eocd_offset as usize].to_vec();
+    for i in 0..aliases {
+        let alias = Member::file(&format!("demo/z{i}.bin"), b"");
+        bytes.extend_from_slice(&zipw::central_entry(
+            &alias,
+            8,
+            crc,
+            stored.len() as u32,
+            size as u32,
+            w.offsets[1],
+        ));
+    }
+    let cd_size = bytes.len() as u32 - w.cd_offset;
+    bytes.extend_from_slice(&zipw::eocd(
+        (clean.len() + aliases) as u16,
+        cd_size,
+        w.cd_offset,
+        b"",
+    ));
+    bytes
 }
 
 /// Fatbins whose facts outgrow their bytes: the JSON report, the coverage matrix and the kernel

@@ -16,6 +16,32 @@ pub struct Elfs {
     pub missing: Vec<u8>,
     /// NEEDs a library by the absolute path it had at link time (no soname on it).
     pub needs_path: Vec<u8>,
+    /// Where they were built (scratch for [`with_section`]).
+    pub dir: std::path::PathBuf,
+}
+
+/// `elf` with a read-only data section `name` holding `data`, added by binutils' objcopy.
+pub fn with_section(dir: &Path, elf: &[u8], name: &str, data: &[u8]) -> Result<Vec<u8>, String> {
+    let (input, blob, output) = (dir.join("in.so"), dir.join("blob.bin"), dir.join("out.so"));
+    std::fs::write(&input, elf).map_err(|e| e.to_string())?;
+    std::fs::write(&blob, data).map_err(|e| e.to_string())?;
+    let out = Command::new("objcopy")
+        .arg("--add-section")
+        .arg(format!("{name}={}", blob.display()))
+        .arg("--set-section-flags")
+        .arg(format!("{name}=alloc,readonly,data"))
+        .arg(&input)
+        .arg(&output)
+        .output()
+        .map_err(|e| format!("objcopy: {e} (binutils builds the large-section case)"))?;
+    if !out.status.success() {
+        return Err(format!("objcopy: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let bytes = std::fs::read(&output).map_err(|e| e.to_string());
+    for p in [input, blob, output] {
+        let _ = std::fs::remove_file(p);
+    }
+    bytes
 }
 
 pub const MISSING_SONAME: &str = "libkilnmissing.so.1";
@@ -95,6 +121,7 @@ pub fn build(dir: &Path) -> Result<Elfs, String> {
     )?;
     let read = |n: &str| std::fs::read(dir.join(n)).map_err(|e| format!("{n}: {e}"));
     Ok(Elfs {
+        dir: dir.to_path_buf(),
         plain: read("libplain.so")?,
         needs_missing: read("libneeds.so")?,
         missing: read(MISSING_SONAME)?,

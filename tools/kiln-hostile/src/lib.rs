@@ -35,6 +35,20 @@ pub fn materialize(input: &cases::Input, dir: &Path) -> std::io::Result<PathBuf>
             }
             Ok(root)
         }
+        Input::DirWithLinks(files, links) => {
+            let root = dir.join("tree");
+            for (rel, bytes) in files {
+                let p = root.join(rel);
+                std::fs::create_dir_all(p.parent().unwrap_or(&root))?;
+                std::fs::write(&p, bytes)?;
+            }
+            for (rel, target) in links {
+                let p = root.join(rel);
+                std::fs::create_dir_all(p.parent().unwrap_or(&root))?;
+                std::os::unix::fs::symlink(target, &p)?;
+            }
+            Ok(root)
+        }
         Input::Fifo => {
             let p = dir.join("input.whl");
             mkfifo(&p)?;

@@ -61,6 +61,12 @@ fn pip_installs_what_the_audit_read_or_the_audit_fails() {
     let mut paths = Vec::new();
     let mut names = Vec::new();
     for (i, c) in all.iter().enumerate() {
+        // The overlap bomb inflates 32 GiB through a zipfile without CPython 3.12's overlap
+        // check (Debian 12's 3.11): its refusal is checked in hostile.rs.
+        // The raw-cubin library is 268 MB: its bounds are checked in hostile.rs.
+        if c.name == "bounds/overlap-bomb" || c.name == "bounds/raw-cubins-in-rodata" {
+            continue;
+        }
         if let Some(bytes) = c.wheel() {
             let dir = root.path().join(format!("w{i}"));
             std::fs::create_dir_all(&dir).unwrap();

@@ -280,22 +280,26 @@ pub fn run(args: Args) -> Result<()> {
     );
     println!("each run starts after `sync` (the previous tool's writes flushed, untimed)");
     println!("kiln: full audit with kernel listing, --json; kiln-hdr: --no-kernels (fatbin headers only; still every ELF, entry, RECORD)");
-    println!("floor: inflate + SHA-256 of every member on every core (the work RECORD verification cannot skip); +decode: the floor, then every .nv_fatbin entry decoded on every core (what kernel listing cannot skip); route: unzip + cuobjdump --list-elf per library");
+    println!("floor: inflate + SHA-256 of every member on every core (the work RECORD verification cannot skip); +decode: the floor, then every fatbin entry decoded on every core, in .nv_fatbin and in containers other data sections hold (what kernel listing cannot skip); route: unzip + cuobjdump --list-elf per library");
     println!(
-        "\n| wheel | MB | kiln s | kiln MB RSS | kiln-hdr s | floor s | floor MB RSS | kiln/floor | floor+decode s | kiln/(floor+decode) | cuobjdump route s | route MB RSS | route/kiln | auditwheel s | auditwheel MB RSS |"
+        "\n| wheel | MB | kiln s | kiln MB RSS | kiln-hdr s | kiln-hdr MB RSS | floor s | floor MB RSS | kiln/floor | kiln-hdr/floor | floor+decode s | kiln/(floor+decode) | cuobjdump route s | route MB RSS | route/kiln | auditwheel s | auditwheel MB RSS |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for r in &rows {
         println!(
-            "| {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2}x | {:.2} | {:.2}x | {:.2} | {:.0} | {:.1}x | {:.2} | {:.0} |",
+            "| {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2}x | {:.2}x | {:.2} | {:.2}x | {:.2} | {:.0} | {:.1}x | {:.2} | {:.0} |",
             r.wheel,
             r.size as f64 / 1e6,
             r.kiln.secs(),
             r.kiln.mb(),
             r.kiln_headers.secs(),
+            r.kiln_headers.mb(),
             r.floor.secs(),
             r.floor.mb(),
             r.kiln.secs() / r.floor.secs(),
+            r.kiln_headers.secs() / r.floor.secs(),
             r.decode.secs(),
             r.kiln.secs() / r.decode.secs(),
             r.cuobjdump.secs(),
@@ -303,6 +307,37 @@ pub fn run(args: Args) -> Result<()> {
             r.cuobjdump.secs() / r.kiln.secs(),
             r.auditwheel.secs(),
             r.auditwheel.mb(),
+        );
+    }
+    println!("\ntargets (issue 26): kiln/(floor+decode) <= 1.10x on every wheel; kiln-hdr/floor <= 1.30x; route/kiln >= 3.0x on wheels over 100 MB; kiln peak RSS <= 256 MB");
+    for r in &rows {
+        let checks = [
+            (
+                "kiln/(floor+decode) <= 1.10",
+                r.kiln.secs() / r.decode.secs() <= 1.10,
+            ),
+            (
+                "kiln-hdr/floor <= 1.30",
+                r.kiln_headers.secs() / r.floor.secs() <= 1.30,
+            ),
+            (
+                "route/kiln >= 3.0 (over 100 MB)",
+                r.size <= 100_000_000 || r.cuobjdump.secs() / r.kiln.secs() >= 3.0,
+            ),
+            (
+                "RSS <= 256 MB",
+                r.kiln.mb().max(r.kiln_headers.mb()) <= 256.0,
+            ),
+        ];
+        let missed: Vec<&str> = checks.iter().filter(|c| !c.1).map(|c| c.0).collect();
+        println!(
+            "  {}: {}",
+            r.wheel,
+            if missed.is_empty() {
+                "all met".to_string()
+            } else {
+                format!("NOT met: {}", missed.join("; "))
+            }
         );
     }
     println!("\nwhat each reported:");
@@ -376,17 +411,47 @@ fn inflate_and_hash(wheel: &Path, keep_elf: bool) -> Result<(String, Vec<Vec<u8>
 fn inflate_hash_and_decode(wheel: &Path) -> Result<String> {
     use object::{Object, ObjectSection};
     let (floor, elves) = inflate_and_hash(wheel, true)?;
-    let sections: Vec<&[u8]> = elves
+    let files: Vec<object::File> = elves
         .iter()
         .filter_map(|e| object::File::parse(e.as_slice()).ok())
+        .collect();
+    let sections: Vec<&[u8]> = files
+        .iter()
         .filter_map(|f| f.section_by_name(".nv_fatbin")?.data().ok())
         .collect();
-    let entries: Vec<kiln_fatbin::container::Entry> = sections
+    let mut entries: Vec<kiln_fatbin::container::Entry> = sections
         .iter()
         .filter_map(|s| kiln_fatbin::container::parse(s).ok())
         .flatten()
         .flat_map(|c| c.entries)
         .collect();
+    // Containers a library keeps in other data sections and loads itself (cuDNN's
+    // `.cask_resource`): listing their kernels needs their decode too, so the floor has it.
+    // `__nv_relfatbin` is never loaded, and kiln reads only its headers.
+    let magic = kiln_fatbin::container::MAGIC.to_le_bytes();
+    for f in &files {
+        for section in f.sections() {
+            let name = section.name().unwrap_or("");
+            if matches!(name, ".nv_fatbin" | "__nv_relfatbin")
+                || section.kind() != object::SectionKind::ReadOnlyData
+                    && section.kind() != object::SectionKind::Data
+            {
+                continue;
+            }
+            let Ok(data) = section.data() else { continue };
+            let mut at = 0;
+            while let Some(hit) = memchr::memmem::find(&data[at..], &magic) {
+                let o = at + hit;
+                match kiln_fatbin::container::parse_one(data, o) {
+                    Ok((c, end)) if !c.entries.is_empty() => {
+                        entries.extend(c.entries);
+                        at = end;
+                    }
+                    _ => at = o + 1,
+                }
+            }
+        }
+    }
     let next = AtomicUsize::new(0);
     let decoded = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {

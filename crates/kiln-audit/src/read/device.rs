@@ -340,7 +340,7 @@ pub fn scan(
     let magic = container::MAGIC.to_le_bytes();
     let mut at = 0;
     let magic_finder = memchr::memmem::Finder::new(&magic);
-    while let Some(hit) = find_within(&magic_finder, &section[at..]) {
+    while let Some(hit) = find_within(&magic_finder, &section[at..], mapped) {
         let o = at + hit;
         release_behind(o);
         if containers.len() >= MAX_IMAGES_PER_SECTION {
@@ -364,7 +364,7 @@ pub fn scan(
     };
     let mut at = 0;
     let elf_finder = memchr::memmem::Finder::new(b"\x7fELF");
-    while let Some(hit) = find_within(&elf_finder, &section[at..]) {
+    while let Some(hit) = find_within(&elf_finder, &section[at..], mapped) {
         let o = at + hit;
         at = o + 1;
         release_behind(o);
@@ -406,8 +406,10 @@ pub fn scan(
 }
 
 /// The next match in `hay`, searched a RELEASE_SPAN at a time (with an overlap for a match
-/// across the seam) so that the caller can hand back pages between windows.
-fn find_within(finder: &memchr::memmem::Finder, hay: &[u8]) -> Option<usize> {
+/// across the seam); each window searched without a match is handed back when `mapped`. (Handing
+/// back only at matches left a section without one resident whole: 256 MiB of `.rodata` with
+/// raw cubins and no fatbin container peaked past 256 MiB.)
+fn find_within(finder: &memchr::memmem::Finder, hay: &[u8], mapped: bool) -> Option<usize> {
     let n = finder.needle().len();
     let mut at = 0;
     while at < hay.len() {
@@ -418,6 +420,7 @@ fn find_within(finder: &memchr::memmem::Finder, hay: &[u8]) -> Option<usize> {
         if end == hay.len() {
             return None;
         }
+        crate::read::spill::release(&hay[at..end + 1 - n], mapped);
         at = end + 1 - n;
     }
     None

@@ -96,9 +96,25 @@ pub const MAX_RODATA_SONAMES: usize = 256;
 
 /// Strings shaped like a soname (`libname.so` or `libname.so.N[.M…]`) in `data`, each
 /// starting after a NUL or a non-name byte.
+#[cfg(test)]
 fn soname_strings(data: &[u8], out: &mut std::collections::BTreeSet<String>) {
+    soname_strings_from(data, 0, data.len(), out)
+}
+
+/// [`soname_strings`] for the matches starting in `from..to` of `data` (the bytes before and
+/// after are context).
+fn soname_strings_from(
+    data: &[u8],
+    from: usize,
+    to: usize,
+    out: &mut std::collections::BTreeSet<String>,
+) {
     let name_byte = |b: u8| b.is_ascii_alphanumeric() || b"_+-".contains(&b);
-    for at in memchr::memmem::find_iter(data, b"lib") {
+    // A match starting before `to` may run past it: search two bytes further.
+    let starts = memchr::memmem::find_iter(&data[from..(to + 2).min(data.len())], b"lib")
+        .map(|i| i + from)
+        .filter(|&i| i < to);
+    for at in starts {
         if out.len() >= MAX_RODATA_SONAMES {
             return;
         }
@@ -148,7 +164,18 @@ pub fn is_elf(bytes: &[u8]) -> bool {
 }
 
 /// Reads an ELF; errors are messages (the caller turns them into findings).
+#[cfg(test)]
 pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
+    read_with(data, false)
+}
+
+/// Bytes of read-only data searched for sonames before the pages behind are handed back.
+const SCAN_SPAN: usize = 16 << 20;
+
+/// [`read`]; `mapped`: `data` is a spilled member's mapping, whose `.rodata` pages are handed
+/// back as the soname search passes them. A library with 240 MB of raw cubins in `.rodata`
+/// otherwise had all of them resident at once (the search touches every page).
+pub fn read_with(data: &[u8], mapped: bool) -> Result<ElfFacts, String> {
     if data.get(4) == Some(&elf::ELFCLASS32) {
         return Err("32-bit ELF: not analysed (CUDA wheels are 64-bit)".into());
     }
@@ -301,7 +328,17 @@ pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
         let name = sections.section_name(endian, section).unwrap_or(b"");
         if name.starts_with(b".rodata") && section.sh_type(endian) == elf::SHT_PROGBITS {
             if let Some(r) = file_range(endian, section, data.len()) {
-                soname_strings(&data[r], &mut rodata_sonames);
+                // Windows overlapping by a soname's longest match (256 bytes), each handed
+                // back once searched; a soname across a seam is found in the next window.
+                let rodata = &data[r];
+                let mut at = 0;
+                while at < rodata.len() {
+                    let end = (at + SCAN_SPAN).min(rodata.len());
+                    let window_end = (end + 256).min(rodata.len());
+                    soname_strings_from(&rodata[..window_end], at, end, &mut rodata_sonames);
+                    crate::read::spill::release(&rodata[at..end], mapped);
+                    at = end;
+                }
             }
         }
         match name {
@@ -458,6 +495,33 @@ mod tests {
         );
         assert!(facts.max_glibc.unwrap() >= (2, 2));
         assert!(facts.undefined_symbols > 0);
+    }
+
+    /// The windowed search finds what one pass over the whole data finds, including a soname
+    /// that straddles a window's end.
+    #[test]
+    fn soname_search_in_windows_misses_nothing_at_the_seams() {
+        let mut data = vec![b'x'; 100];
+        for (at, s) in [
+            (0, "libz.so.1\0"),
+            (30, "\0libcublasLt.so.13\0"),
+            (60, "\0libnvrtc.so.13\0"),
+        ] {
+            data[at..at + s.len()].copy_from_slice(s.as_bytes());
+        }
+        let mut whole = std::collections::BTreeSet::new();
+        soname_strings(&data, &mut whole);
+        assert_eq!(whole.len(), 3, "{whole:?}");
+        for span in 1..40 {
+            let mut windows = std::collections::BTreeSet::new();
+            let mut at = 0;
+            while at < data.len() {
+                let end = (at + span).min(data.len());
+                soname_strings_from(&data[..(end + 256).min(data.len())], at, end, &mut windows);
+                at = end;
+            }
+            assert_eq!(windows, whole, "span {span}");
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::read::zip_view;
 
 /// Reads the wheel, ELF, fatbin or directory at `path` into facts.
 pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
+    spill::bound_heap();
     let meta = std::fs::metadata(path).map_err(|e| AuditError::io(path, e))?;
     if meta.is_dir() {
         return read_dir(path, opts, progress);
@@ -169,7 +170,7 @@ fn analyse_with(path: &str, bytes: &[u8], opts: &Options, mapped: bool) -> Binar
         elf_error: None,
         device_error: None,
     };
-    let read = elf::read(bytes);
+    let read = elf::read_with(bytes, mapped);
     // The headers, symbols and read-only data elf::read touched: handed back (spill.rs).
     spill::release(bytes, mapped);
     match read {
@@ -261,6 +262,8 @@ fn read_wheel_source(
     let mut symlinks = BTreeSet::new();
     let mut declared_total: u64 = 0;
     let mut ours = Vec::with_capacity(archive.len());
+    // (local header, end of data, index): what each member's inflation would read.
+    let mut spans = Vec::with_capacity(archive.len());
     let mut raw = archive.clone();
     for i in 0..archive.len() {
         let Ok(f) = raw.by_index_raw(i) else {
@@ -273,6 +276,11 @@ fn read_wheel_source(
             continue;
         };
         ours.push((f.name_raw().to_vec(), f.header_start()));
+        spans.push((
+            f.header_start(),
+            f.data_start().saturating_add(f.compressed_size()),
+            i,
+        ));
         let name = f.name().to_string();
         let is_symlink = f.is_symlink();
         // Unsafe paths first: a directory entry is extracted too (pip creates it).
@@ -296,6 +304,24 @@ fn read_wheel_source(
         indices.push((i, f.size()));
     }
     compare_with_python(src, &ours, &mut problems);
+    // Overlapping members are refused before anything is inflated: one stored stream read
+    // under many names is how a 1 MiB zip inflates 32 GiB (CPython's zipfile refuses them too,
+    // "Overlapped entries", since 3.12).
+    let overlapping = overlaps(&mut spans);
+    if !overlapping.is_empty() {
+        indices.retain(|(i, _)| {
+            let Some(other) = overlapping.get(i) else {
+                return true;
+            };
+            let member = archive.name_for_index(*i).unwrap_or("?").to_string();
+            let other = archive.name_for_index(*other).unwrap_or("?");
+            problems.push(ReadProblem::ZipDifferential {
+                member,
+                why: format!("its bytes overlap those of {other:?} (one stored stream read as two members, a possible zip bomb): not inflated; Python's zipfile refuses it (\"Overlapped entries\")"),
+            });
+            false
+        });
+    }
     if declared_total > opts.max_total_size {
         return Err(AuditError::TooLarge(
             path.to_path_buf(),
@@ -383,7 +409,8 @@ fn read_members(
 }
 
 /// The zip crate's listing (`ours`: raw name, local header offset) against Python's, then what
-/// `ZipFile.open` checks per member (local header name) and what it refuses (overlaps).
+/// `ZipFile.open` checks per member (local header name). Overlaps are found on the audit's own
+/// listing, before inflating ([`overlaps`]).
 fn compare_with_python(src: &Source, ours: &[(Vec<u8>, u64)], problems: &mut Vec<ReadProblem>) {
     let theirs = match zip_view::python_listing(src) {
         Ok(t) => t,
@@ -412,7 +439,6 @@ fn compare_with_python(src: &Source, ours: &[(Vec<u8>, u64)], problems: &mut Vec
         return;
     }
     let mut names = BTreeSet::new();
-    let mut spans = Vec::with_capacity(theirs.len());
     for e in &theirs {
         let member = e.name_lossy();
         if !names.insert(e.name.as_slice()) {
@@ -422,7 +448,7 @@ fn compare_with_python(src: &Source, ours: &[(Vec<u8>, u64)], problems: &mut Vec
             });
         }
         match zip_view::local_header(src, e) {
-            Ok((local, end)) => {
+            Ok((local, _)) => {
                 if local != e.name {
                     problems.push(ReadProblem::ZipDifferential {
                         member: member.clone(),
@@ -432,7 +458,6 @@ fn compare_with_python(src: &Source, ours: &[(Vec<u8>, u64)], problems: &mut Vec
                         ),
                     });
                 }
-                spans.push((e.header_offset, end, member));
             }
             Err(why) => problems.push(ReadProblem::ZipDifferential {
                 member,
@@ -440,18 +465,27 @@ fn compare_with_python(src: &Source, ours: &[(Vec<u8>, u64)], problems: &mut Vec
             }),
         }
     }
-    spans.sort();
-    for w in spans.windows(2) {
-        if w[1].0 < w[0].1 {
-            problems.push(ReadProblem::ZipDifferential {
-                member: w[1].2.clone(),
-                why: format!(
-                    "its bytes overlap those of {:?} (one stored stream read as two members)",
-                    w[0].2
-                ),
-            });
+}
+
+/// Members whose bytes (local header to end of data) overlap another's, each with one member
+/// it overlaps: sorted by start, a span that starts before the furthest end seen so far
+/// overlaps the span that reached there.
+fn overlaps(spans: &mut [(u64, u64, usize)]) -> BTreeMap<usize, usize> {
+    spans.sort_unstable();
+    let mut out = BTreeMap::new();
+    let mut furthest: Option<(u64, usize)> = None;
+    for &(start, end, i) in spans.iter() {
+        if let Some((reach, j)) = furthest {
+            if start < reach {
+                out.entry(i).or_insert(j);
+                out.entry(j).or_insert(i);
+            }
+        }
+        if furthest.is_none_or(|(reach, _)| end > reach) {
+            furthest = Some((end, i));
         }
     }
+    out
 }
 
 fn read_member(
@@ -523,7 +557,7 @@ fn read_member(
                 if kept.len() >= 4 {
                     let k = elf::is_elf(kept.head(4)) || dist_info;
                     if !k {
-                        kept = spill::Keeper::for_size(0);
+                        kept.stop();
                     }
                     keep = Some(k);
                 }
@@ -544,7 +578,11 @@ fn read_member(
         }
         true
     };
-    let mut limited = (&mut file).take(opts.max_member_size + 1);
+    // Python's zipfile reads exactly the declared size: inflating one byte past it proves the
+    // claim false, and bounds the work by the declared sizes, which were checked against
+    // --max-total-size before anything was inflated (a member claiming 0 bytes that inflates
+    // to 4 GiB costs one byte, not 4 GiB).
+    let mut limited = (&mut file).take(declared + 1);
     // A large member is inflated on this thread and hashed and kept on a second one: NCCL's
     // 240 MB library was a third of its audit, and hashing and spilling took 0.2 s of its 0.55.
     let drained = if declared > spill::IN_MEMORY as u64 {
@@ -575,11 +613,15 @@ fn read_member(
     // Python's zipfile reads exactly the declared size and checks the CRC over it: a member
     // that inflates to another size is one pip refuses (or installs cut short).
     if hasher.size() != declared {
+        let inflates = if hasher.size() > declared {
+            "to more bytes (inflation stopped one past the claim)".to_string()
+        } else {
+            format!("to {} bytes", hasher.size())
+        };
         r.problem = Some(ReadProblem::ZipDifferential {
             member: r.name.clone(),
             why: format!(
-                "it inflates to {} bytes, but the central directory declares {declared} (Python's zipfile reads {declared} and fails its CRC check)",
-                hasher.size()
+                "it inflates {inflates}, but the central directory declares {declared} (Python's zipfile reads {declared} and checks its CRC over them)"
             ),
         });
     }
@@ -593,6 +635,7 @@ fn read_member(
     };
     if elf::is_elf(&bytes) {
         r.binary = Some(analyse_with(&r.name, &bytes, opts, bytes.is_mapped()));
+        bytes.recycle();
     } else if dist_info {
         r.text = Some(bytes.into_vec());
     }
@@ -853,6 +896,7 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             .replace('\\', "/")
     };
     let mut stack = vec![root.to_path_buf()];
+    let mut links = Vec::new();
     let mut total: u64 = 0;
     'walk: while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).map_err(|e| AuditError::io(&dir, e))? {
@@ -874,7 +918,20 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
                 let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
                 total = total.saturating_add(len);
                 paths.push(entry.path());
-            } else if !ft.is_symlink() {
+            } else if ft.is_symlink() {
+                // ld.so follows a symlink named like a NEEDED soname (libfoo.so.1 ->
+                // libfoo.so.1.2): it counts as present when it leads to a regular file inside
+                // the tree, which is audited under its own name.
+                let inside = |p: &Path| {
+                    let (Ok(t), Ok(r)) = (p.canonicalize(), root.canonicalize()) else {
+                        return false;
+                    };
+                    t.starts_with(&r) && t.is_file()
+                };
+                if inside(&entry.path()) {
+                    links.push(rel(&entry.path()));
+                }
+            } else {
                 // A FIFO, socket or device is never opened (a FIFO would block the audit).
                 problems.push(ReadProblem::UnreadableMember {
                     member: rel(&entry.path()),
@@ -917,7 +974,7 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
         })
         .collect();
     progress.end();
-    let mut files = BTreeSet::new();
+    let mut files: BTreeSet<String> = links.into_iter().collect();
     let mut binaries = Vec::new();
     let mut texts = BTreeMap::new();
     let mut digests = BTreeMap::new();
@@ -994,7 +1051,9 @@ fn read_dir_file(
         let (bytes, digest) = read_kept(&src).map_err(|e| unreadable("read", e.to_string()))?;
         if elf::is_elf(&bytes) {
             let mapped = bytes.is_mapped();
-            (Some(analyse_with(name, &bytes, opts, mapped)), None, digest)
+            let binary = analyse_with(name, &bytes, opts, mapped);
+            bytes.recycle();
+            (Some(binary), None, digest)
         } else {
             (None, Some(bytes.into_vec()), digest)
         }

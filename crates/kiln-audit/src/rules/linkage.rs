@@ -259,8 +259,11 @@ fn cuda_major_mix(b: &Binary, needed: &[String], findings: &mut Vec<Finding>) {
 }
 
 /// `$ORIGIN` RUNPATH entries that lead into another wheel's library directory (e.g.
-/// `$ORIGIN/../../nvidia/cu13/lib`): the binary depends on that wheel being installed beside it,
-/// whether or not a NEEDED names one of its libraries, so Requires-Dist must name it.
+/// `$ORIGIN/../../nvidia/cudnn/lib`) that Requires-Dist does not name. Judged per soname: a
+/// library the binary needs or names from that directory is judged where it resolves (the wheel
+/// that ships *that soname* is named there), so this finding is only for a RUNPATH whose
+/// directory gives the binary nothing it names. `nvidia/cu13/lib` is shared by every CUDA 13
+/// component wheel: no one wheel is named for it.
 fn runpath_into_other_wheels(
     artifact: &Artifact,
     policy: &Policy,
@@ -274,6 +277,11 @@ fn runpath_into_other_wheels(
         // The wheel's own files are there: it is a bundled directory, not another wheel's.
         let prefix = format!("{dir}/");
         if artifact.files.iter().any(|f| f.starts_with(&prefix)) {
+            continue;
+        }
+        let loads_from_there =
+            loaded_sonames(elf).any(|s| providers_of(policy, s).iter().any(|(_, d)| *d == dir));
+        if loads_from_there {
             continue;
         }
         let mut wheels: Vec<String> = policy
@@ -291,18 +299,86 @@ fn runpath_into_other_wheels(
         let declared = meta.requires_dist.iter().any(|r| {
             wheels.contains(&r.name) || (r.name == "cuda-toolkit" && dir.starts_with("nvidia/cu13"))
         });
-        if !declared {
-            findings.push(finding(
-                Rule::LinkageRunpathUndeclaredWheel,
-                &b.path,
+        if declared {
+            continue;
+        }
+        let (whose, fix) = if nvidia_wheels::layouts_at(&dir).count() > 1 {
+            (
                 format!(
-                    "RUNPATH {entry:?} leads to {dir}/, the library directory of the {} wheel, which METADATA does not require",
+                    "a directory shared by {} wheels ({}, …); no library this binary needs or names is known to come from there",
+                    nvidia_wheels::layouts_at(&dir).count(),
+                    nvidia_wheels::layouts_at(&dir)
+                        .take(3)
+                        .map(|l| l.wheels[0])
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                "drop the RUNPATH entry, or require the wheel of the library the binary loads from there".to_string(),
+            )
+        } else {
+            (
+                format!("the library directory of the {} wheel", wheels[0]),
+                format!(
+                    "add `Requires-Dist: {}` to the package metadata, or drop the RUNPATH entry",
                     wheels[0]
                 ),
-                format!("add `Requires-Dist: {}` to the package metadata, or drop the RUNPATH entry", wheels[0]),
-            ));
-        }
+            )
+        };
+        findings.push(finding(
+            Rule::LinkageRunpathUndeclaredWheel,
+            &b.path,
+            format!("RUNPATH {entry:?} leads to {dir}/, {whose}, which METADATA does not require"),
+            fix,
+        ));
     }
+}
+
+/// Every soname the binary loads or may load: NEEDED, `.note.dlopen`, and sonames named in its
+/// read-only data.
+fn loaded_sonames(elf: &crate::facts::ElfFacts) -> impl Iterator<Item = &str> {
+    elf.needed
+        .iter()
+        .chain(elf.dlopen.iter().flat_map(|f| &f.soname))
+        .chain(&elf.rodata_sonames)
+        .map(String::as_str)
+}
+
+/// The distribution a binary belongs to (normalized): the audited wheel's own, or in a
+/// directory, the one whose RECORD lists the file.
+fn dist_of(artifact: &Artifact, path: &str) -> Option<String> {
+    let meta = artifact.wheel.as_ref()?;
+    if artifact.kind == InputKind::Directory {
+        return meta
+            .records
+            .iter()
+            .find(|r| r.rows.as_ref().is_some_and(|rows| rows.contains_key(path)))
+            .map(|r| dist_name(&r.dist_info));
+    }
+    meta.filename
+        .as_ref()
+        .map(|f| kiln_wheel::metadata::normalize_name(&f.name))
+        .or_else(|| meta.dist_info.first().map(|d| dist_name(d)))
+}
+
+/// `foo_bar-1.0.dist-info` -> `foo-bar`.
+fn dist_name(dist_info: &str) -> String {
+    let stem = dist_info.trim_end_matches(".dist-info");
+    kiln_wheel::metadata::normalize_name(stem.split_once('-').map_or(stem, |(n, _)| n))
+}
+
+/// In a directory (site-packages), the installed distribution whose RECORD lists `path`: the
+/// wheel that really ships the file, read from the installed RECORDs rather than the table.
+fn installed_by_record(artifact: &Artifact, path: &str) -> Option<String> {
+    if artifact.kind != InputKind::Directory || !artifact.files.contains(path) {
+        return None;
+    }
+    artifact
+        .wheel
+        .as_ref()?
+        .records
+        .iter()
+        .find(|r| r.rows.as_ref().is_some_and(|rows| rows.contains_key(path)))
+        .map(|r| dist_name(&r.dist_info))
 }
 
 /// A provider wheel required only under an extra: `pip install pkg` does not install it, and the
@@ -437,8 +513,10 @@ fn providers_of(policy: &Policy, soname: &str) -> Vec<(String, String)> {
 }
 
 /// Sonames named in read-only data that neither NEEDED nor `.note.dlopen` declares: what the
-/// binary may `dlopen` by name. Reported (info) when a known runtime wheel ships them, with
-/// whether Requires-Dist names it.
+/// binary may `dlopen` by name (cuDNN dlopens cuBLAS). Reported when a known runtime wheel
+/// ships them: a warning naming that wheel when Requires-Dist does not require it (the library
+/// is missing after `pip install`), info when it does, or when the input has no metadata, or
+/// when the wheel ships the library itself or a directory has it installed.
 fn undeclared_dlopen(
     artifact: &Artifact,
     policy: &Policy,
@@ -446,31 +524,50 @@ fn undeclared_dlopen(
     findings: &mut Vec<Finding>,
 ) {
     let Some(elf) = &b.elf else { return };
+    let own = dist_of(artifact, &b.path);
     for s in &elf.rodata_sonames {
         let declared = elf.needed.contains(s) || elf.dlopen.iter().any(|f| f.soname.contains(s));
         if declared || elf.soname.as_deref() == Some(s.as_str()) {
             continue;
         }
         let providers = providers_of(policy, s);
-        let Some((wheel, _)) = providers.first() else {
+        let Some((wheel, dir)) = providers.first() else {
             continue;
         };
+        // Its own wheel's library (libcudnn.so.9 names libcudnn_graph.so.9): bundled, not
+        // another wheel's; whether it is there is the bundled library's question.
+        if providers.iter().any(|(w, _)| Some(w) == own.as_ref()) {
+            continue;
+        }
+        let installed = installed_by_record(artifact, &format!("{dir}/{s}"));
         let required = artifact.wheel.as_ref().map(|m| {
-            m.requires_dist
-                .iter()
-                .any(|r| providers.iter().any(|(w, _)| *w == r.name))
+            m.requires_dist.iter().any(|r| {
+                providers.iter().any(|(w, d)| {
+                    *w == r.name || (r.name == "cuda-toolkit" && d.starts_with("nvidia/cu13"))
+                })
+            })
         });
-        let status = match required {
-            Some(true) => "which Requires-Dist names",
-            Some(false) => "which Requires-Dist does not name",
-            None => "a runtime wheel",
+        let (status, fix, missing) = match (required, &installed) {
+            (Some(true), _) => ("which Requires-Dist names", "declare it in a .note.dlopen note (FDO ELF dlopen metadata) so tools can see the dependency".to_string(), false),
+            (_, Some(dist)) if artifact.kind == InputKind::Directory => (
+                if dist == wheel { "installed here" } else { "installed here by another distribution" },
+                "declare it in a .note.dlopen note (FDO ELF dlopen metadata) and require the wheel that ships it".to_string(),
+                false,
+            ),
+            (Some(false), _) => (
+                "which Requires-Dist does not name: after `pip install` the library is missing and the feature that loads it fails at run time",
+                format!("add `Requires-Dist: {wheel}` with a range (or `cuda-toolkit[…]` for a CUDA 13 component), and declare the dlopen in a .note.dlopen note"),
+                true,
+            ),
+            (None, _) => ("a runtime wheel", "declare it in a .note.dlopen note (FDO ELF dlopen metadata) so tools can see the dependency, and require the wheel when it is not optional".to_string(), false),
         };
-        findings.push(finding(
-            Rule::LinkageUndeclaredDlopen,
-            &b.path,
-            format!("names {s} in its read-only data but neither NEEDS it nor lists it in .note.dlopen: it may dlopen it; {wheel} ships it ({status})"),
-            "declare it in a .note.dlopen note (FDO ELF dlopen metadata) so tools can see the dependency, and require the wheel when it is not optional",
-        ));
+        let shipped_by = installed.as_deref().unwrap_or(wheel);
+        let message = format!("names {s} in its read-only data but neither NEEDS it nor lists it in .note.dlopen: it may dlopen it; {shipped_by} ships it ({status})");
+        findings.push(if missing {
+            finding(Rule::LinkageUndeclaredDlopen, &b.path, message, fix)
+        } else {
+            finding_lower(Rule::LinkageUndeclaredDlopen, &b.path, message, fix)
+        });
     }
 }
 
@@ -511,16 +608,48 @@ fn resolve(
     if platform::is_libpython(soname) {
         return Via::Python;
     }
-    // 3. a runtime wheel: kiln's pins first, then the maintained table of NVIDIA layouts
-    let providers = providers_of(policy, soname);
-    // A directory (site-packages) may hold the provider wheel itself.
+    // 3. a runtime wheel: kiln's pins first, then the table of NVIDIA wheels (per soname)
+    let mut providers = providers_of(policy, soname);
+    // The binary's own distribution ships this soname (cuDNN's libcudnn_graph.so.9 in
+    // nvidia-cudnn-cu13): a bundled library that is not there, not a dependency to declare.
+    let own = dist_of(artifact, &b.path);
+    if providers.iter().any(|(w, _)| Some(w) == own.as_ref()) {
+        let own = own.unwrap_or_default();
+        let dir = providers
+            .iter()
+            .find(|(w, _)| *w == own)
+            .map(|(_, d)| d.clone())
+            .unwrap_or_default();
+        providers.retain(|(w, _)| *w != own);
+        if providers.is_empty() {
+            let hint = match by_name.get(soname) {
+                Some(p) => format!("; a copy is at {p} but RUNPATH does not reach it"),
+                None => format!("; searched {searched:?}"),
+            };
+            let rule = if how == "needed" {
+                Rule::LinkageUnresolvedNeeded
+            } else {
+                Rule::LinkageUnresolvedDlopen
+            };
+            findings.push(finding(
+                rule,
+                &b.path,
+                format!("{how} {soname} is a library of {own} itself (it belongs in {dir}/), but this input does not contain it{hint}"),
+                format!("put {dir}/{soname} back in the {own} wheel, or point RUNPATH at where it is"),
+            ));
+            return Via::Unresolved;
+        }
+    }
+    // A directory (site-packages) may hold the provider wheel itself: the distribution named is
+    // the one whose RECORD lists the file, else the table's.
     let installed = || {
         let (w, dir) = providers
             .iter()
             .filter(|_| artifact.kind == InputKind::Directory)
             .find(|(_, dir)| artifact.files.contains(&format!("{dir}/{soname}")))?;
+        let path = format!("{dir}/{soname}");
         Some(Via::Installed {
-            wheel: w.clone(),
+            wheel: installed_by_record(artifact, &path).unwrap_or_else(|| w.clone()),
             dir: dir.clone(),
         })
     };
