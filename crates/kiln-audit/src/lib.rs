@@ -119,7 +119,7 @@ pub struct Counts {
 }
 
 /// A finding a waiver matched.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Waived {
     /// The finding as the rule stated it.
     #[serde(flatten)]

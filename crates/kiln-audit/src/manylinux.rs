@@ -13,7 +13,7 @@ use crate::rules::platform;
 
 /// One group of binaries (a wheel, one distribution of a directory, or the loose files): the
 /// platform tags it declares and the best manylinux tag its binaries allow.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ManylinuxTag {
     /// The distribution (`<name>-<version>.dist-info`); None for a bare ELF, and for the files
     /// of a directory that no RECORD lists.

@@ -37,7 +37,7 @@ pub struct Policy {
 }
 
 /// One waiver: findings of `rule` whose file matches `path` (a glob; absent: any file).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Allow {
     /// The rule it waives.
     pub rule: Rule,

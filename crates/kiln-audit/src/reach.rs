@@ -147,7 +147,7 @@ pub struct BinaryReach {
 }
 
 /// A generation left out of the grid, and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct OmittedGeneration {
     /// "11.0"
     pub generation: String,
