@@ -129,7 +129,9 @@ fn human_output_is_one_line_per_check_with_fix_lines() {
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
+    // The checks come after the verdict, the count line and the environment section.
+    let checks = text.find("\nchecks\n").expect(&text) + "\nchecks\n".len();
+    let lines: Vec<&str> = text[checks..].lines().collect();
     let nvcc = lines
         .iter()
         .position(|l| l.split_whitespace().nth(1) == Some("toolchain.nvcc"))
@@ -147,7 +149,7 @@ fn human_output_is_one_line_per_check_with_fix_lines() {
             "{l}"
         );
     }
-    assert!(text.contains(" ok, ") && text.contains(" fail, "), "{text}");
+    assert!(text.contains(" ok · ") && text.contains(" fail · "), "{text}");
     assert_eq!(out.status.code(), Some(1));
 }
 
