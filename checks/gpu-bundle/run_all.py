@@ -185,7 +185,7 @@ def sanitizer_path():
 
 def step_install(r: Runner):
     wheel = r.bundle.get("wheel")
-    wheels = [HERE / wheel] if wheel else sorted(HERE.glob("kiln-*.whl"))
+    wheels = [HERE / wheel] if wheel else sorted(HERE.glob("kiln_cuda-*.whl"))
     if not wheels or not wheels[0].exists():
         return r.record("install", "failed", reason="no kiln wheel in the bundle")
     site = tempfile.mkdtemp(prefix="kiln-site-")
@@ -211,7 +211,7 @@ def step_install(r: Runner):
 
 def step_venv(r: Runner):
     wheel = r.bundle.get("wheel")
-    wheels = [HERE / wheel] if wheel else sorted(HERE.glob("kiln-*.whl"))
+    wheels = [HERE / wheel] if wheel else sorted(HERE.glob("kiln_cuda-*.whl"))
     if not wheels or not wheels[0].exists():
         return r.record("venv", "failed", reason="no kiln wheel in the bundle")
     venv = Path(tempfile.mkdtemp(prefix="kiln-venv-"))

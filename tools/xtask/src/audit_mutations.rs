@@ -13,7 +13,7 @@ use crate::toolchain::{pins, repo_root, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Start from this wheel (e.g. target/wheels/kiln-*.whl) instead of the fixture wheel.
+    /// Start from this wheel (e.g. target/wheels/kiln_cuda-*.whl) instead of the fixture wheel.
     #[arg(long)]
     pub wheel: Option<PathBuf>,
     /// Work directory (default: target/audit-mutations); damaged wheels are kept there.

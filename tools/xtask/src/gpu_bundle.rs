@@ -5,7 +5,7 @@
 //! Layout:
 //!   run.sh, run_all.py, test_kiln_gpu.py, check_streams.py, test_torch_native.py,
 //!   bench_torch.py, bench_decode.py                         (from checks/gpu-bundle/)
-//!   kiln-<version>-cp39-abi3-manylinux_*.whl
+//!   kiln_cuda-<version>-cp39-abi3-manylinux_*.whl
 //!   bin/<executable>                                         (kiln-runtime's tests, kiln-gpu-bench, kiln)
 //!   bin/run-rust-gpu.sh                                      (kiln-runtime's runner for them)
 //!   bundle.json                                              (what is here and how to run it)
