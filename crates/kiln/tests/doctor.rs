@@ -149,7 +149,10 @@ fn human_output_is_one_line_per_check_with_fix_lines() {
             "{l}"
         );
     }
-    assert!(text.contains(" ok · ") && text.contains(" fail · "), "{text}");
+    assert!(
+        text.contains(" ok · ") && text.contains(" fail · "),
+        "{text}"
+    );
     assert_eq!(out.status.code(), Some(1));
 }
 

@@ -138,14 +138,14 @@ fn maturin_build(layout: &Layout, pins: &Pins, recipe: &Recipe, root: &Path) -> 
     }
     std::fs::create_dir_all(&staging)?;
     let mut cmd = Command::new(layout.py_site().join("bin/maturin"));
-    cmd.current_dir(root)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--manifest-path",
-            "crates/kiln-py/Cargo.toml",
-        ])
+    // Not from the checkout: cargo-zigbuild hands bindgen the include directories `zig cc -v`
+    // prints, and zig prints them relative to the current directory when its lib dir lies below
+    // it (.toolchain/py/ziglang/lib); kiln-kernels' build script runs in its own directory, where
+    // those relative paths lead nowhere ("'stdint.h' file not found"). From the staging
+    // directory they are absolute. Cargo still finds the checkout's .cargo/config.toml above it.
+    cmd.current_dir(&staging)
+        .args(["build", "--release", "--locked", "--manifest-path"])
+        .arg(root.join("crates/kiln-py/Cargo.toml"))
         // zig links against the glibc of the manylinux level (symbol versions <= 2.28), not
         // the build host's; nix/wheel-build.sh does the same. zig is the pinned PyPI ziglang
         // (test-tools), found by maturin through PYTHONPATH (the layout's .toolchain/py).
