@@ -472,10 +472,10 @@ mod tests {
         assert_eq!(pins.toolchain.cuda_major_minor(), "13.0");
         assert!(pins.matrix.targets().len() >= 2);
         assert!(pins.runtime.contains_key("cudnn"));
-        assert_eq!(
-            pins.wheel.as_ref().and_then(WheelPins::glibc),
-            Some((2, 34))
-        );
+        // The level is read, not restated: whatever manylinux_2_N Cargo.toml pins gives (2, N).
+        let wheel = pins.wheel.as_ref().expect("[…wheel] table");
+        let n: u32 = wheel.manylinux["manylinux_2_".len()..].parse().unwrap();
+        assert_eq!(wheel.glibc(), Some((2, n)));
         assert_eq!(
             pins.max_ptx_isa(),
             crate::max_ptx_isa_for_driver(pins.min_driver)
@@ -531,8 +531,18 @@ mod tests {
 
     #[test]
     fn a_bad_manylinux_level_is_rejected() {
-        let text =
-            workspace_toml().replacen("manylinux = \"manylinux_2_34\"", "manylinux = \"2_34\"", 1);
+        let toml = workspace_toml();
+        let level = Pins::parse(&toml, Path::new("C"))
+            .unwrap()
+            .wheel
+            .unwrap()
+            .manylinux;
+        let text = toml.replacen(
+            &format!("manylinux = \"{level}\""),
+            &format!("manylinux = \"{}\"", &level["manylinux_".len()..]),
+            1,
+        );
+        assert_ne!(text, toml, "the pinned level was found and damaged");
         let e = Pins::parse(&text, Path::new("C")).unwrap_err().to_string();
         assert!(e.contains("PEP 600"), "{e}");
     }
