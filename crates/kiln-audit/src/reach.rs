@@ -4,7 +4,9 @@
 //! - per library (`path`): does the library run there — some code runs there, and every kernel
 //!   meant for that GPU has a way there. Kernels specialised for other GPUs (built only for `a`
 //!   or `f` targets, or named for an arch: `sm90_xmma_*`, `cutlass3x_sm100_*`) are run-time
-//!   dispatch, not holes; any other kernel is meant for every GPU from its lowest target up. A kiln-built binary (build manifest present) gets no such allowance:
+//!   dispatch, not holes; in such a dispatching library so are kernels built for exactly one
+//!   SASS target. Any other kernel is meant for every GPU from its lowest target up. A
+//!   kiln-built binary (build manifest present) gets no such allowance:
 //!   every kernel counts everywhere.
 //! - per kernel (`kernel_path`): the worst kernel, every kernel counted.
 //!
@@ -375,27 +377,17 @@ fn arch_words(name: &str) -> Option<Mask> {
 }
 
 /// The generations a specialised kernel is meant for: where its `a`/`f`-only targets run, and
-/// the GPUs its name's arch tokens denote (an `f` token: the family). None: a general kernel,
-/// meant for every GPU.
+/// the GPUs its name's arch tokens and words denote (an `f` token: the family). A name that
+/// denotes only GPUs none of the kernel's targets runs on names the kernel's instruction style,
+/// not its GPU: cuDNN 9.28.1.4 builds 657 `sm80_xmma_*` kernels only for sm_90a, sm_100f or
+/// sm_120f (Ampere-style mma tiles for newer GPUs, beside other `sm80_xmma_*` built for sm_80);
+/// such a kernel is meant for where its targets run. None: a general kernel.
 fn specialised(set: &BTreeSet<KernelTarget>, name: &str) -> Option<Mask> {
-    let mut mask: Option<Mask> = None;
+    let runs = runs_mask(set);
     let only_specific =
         !set.is_empty() && set.iter().all(|(t, _)| t.arch.variant != Variant::Plain);
-    if only_specific {
-        let m = GPU_GENERATIONS
-            .iter()
-            .enumerate()
-            .filter(|(_, g)| {
-                set.iter()
-                    .any(|(t, _)| kiln_pins::runs_on(*t, g.major, g.minor).is_some())
-            })
-            .fold(0, |m, (i, _)| m | 1 << i);
-        mask = Some(m);
-    }
     // cuDNN names some kernels by architecture word: `_5x_cudnn_turing_fp16_…`, `…_ampere_…`.
-    if let Some(words) = arch_words(name) {
-        mask = Some(mask.unwrap_or(0) | words);
-    }
+    let mut named = arch_words(name);
     for (number, variant) in arch_tokens(name) {
         let (major, minor) = (number / 10, number % 10);
         let m = GPU_GENERATIONS
@@ -409,9 +401,35 @@ fn specialised(set: &BTreeSet<KernelTarget>, name: &str) -> Option<Mask> {
                     }
             })
             .fold(0, |m, (i, _)| m | 1 << i);
-        mask = Some(mask.unwrap_or(0) | m);
+        named = Some(named.unwrap_or(0) | m);
     }
-    mask
+    match named {
+        Some(n) if n & runs == 0 => Some(runs),
+        Some(n) if only_specific => Some(n | runs),
+        Some(n) => Some(n),
+        None => only_specific.then_some(runs),
+    }
+}
+
+/// The generations some target of `set` runs on.
+fn runs_mask(set: &BTreeSet<KernelTarget>) -> Mask {
+    GPU_GENERATIONS
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| {
+            set.iter()
+                .any(|(t, _)| kiln_pins::runs_on(*t, g.major, g.minor).is_some())
+        })
+        .fold(0, |m, (i, _)| m | 1 << i)
+}
+
+/// Where a kernel built for exactly one SASS target (and no PTX) runs: the GPUs that target
+/// is meant for when its library dispatches per GPU. None for any other set.
+fn single_sass(set: &BTreeSet<KernelTarget>) -> Option<Mask> {
+    let [(t, _)] = set.iter().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    (t.kind != TargetKind::Ptx).then(|| runs_mask(set))
 }
 
 /// The reach of one binary over `gens` (indices into [`GPU_GENERATIONS`]); None without
@@ -428,6 +446,16 @@ fn of_binary(binary: &Binary, gens: &[usize], driver: Option<u32>) -> Option<Bin
     // Per set, per kernel: what it is meant for (strict: everything).
     let mut groups: Vec<(&BTreeSet<KernelTarget>, Option<Mask>, Vec<&str>)> = Vec::new();
     let mut specialised_count = 0;
+    // A library that dispatches per GPU (some kernel specialised by its targets or its name)
+    // also specialises kernels it compiles for exactly one of its SASS targets: cuDNN 9.28's
+    // sm_75-only `dgrad_1d<9>`/`dgrad_2d<11>` are Turing's, not missing on 8.0 and up. A
+    // library with no sign of dispatch keeps the general rule, so a kernel compiled out of
+    // every target but one is still a hole there; the per-kernel view counts it either way.
+    let dispatching = !strict
+        && targets.len() > 1
+        && sets
+            .iter()
+            .any(|(set, names)| names.iter().any(|n| specialised(set, n).is_some()));
     for (set, names) in &sets {
         let mut by_mask: BTreeMap<Option<Mask>, Vec<&str>> = BTreeMap::new();
         // A general kernel is meant for every GPU from its lowest target up: one built only
@@ -440,8 +468,13 @@ fn of_binary(binary: &Binary, gens: &[usize], driver: Option<u32>) -> Option<Bin
                 .filter(|(_, g)| (g.major, g.minor) >= lo)
                 .fold(0, |m, (i, _)| m | 1 << i)
         });
+        let single_sass = single_sass(set).filter(|_| dispatching);
         for name in names {
-            let m = if strict { None } else { specialised(set, name) };
+            let m = if strict {
+                None
+            } else {
+                specialised(set, name).or(single_sass)
+            };
             if m.is_some() {
                 specialised_count += 1;
             }

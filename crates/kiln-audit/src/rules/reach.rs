@@ -601,14 +601,72 @@ mod tests {
                 && m.contains("reduce")),
             "{got:?}"
         );
-        // A specialised kernel missing on the GPU its name says is a hole there too.
+        // A specialised kernel missing on a GPU its name says, where it runs on another it
+        // names, is a hole there too: an `ampere` kernel built only for sm_86 misses 8.0.
         let a = artifact(vec![
-            entry("sm_80", &["gemm", "sm90_xmma_gemm"]),
+            entry("sm_80", &["gemm"]),
+            entry("sm_86", &["gemm", "_5x_cudnn_ampere_gemm"]),
             entry("sm_90", &["gemm"]),
         ]);
         let r = reach::of(&a.binaries, None);
-        assert_eq!(cell(&r, "9.0").holes, ["sm90_xmma_gemm"]);
-        assert_eq!(cell(&r, "8.6").path, Path::Compatible);
+        assert_eq!(cell(&r, "8.0").holes, ["_5x_cudnn_ampere_gemm"]);
+        assert_eq!(cell(&r, "8.9").path, Path::Compatible);
+        assert_eq!(cell(&r, "9.0").holes_count, 0);
+    }
+
+    /// cuDNN 9.28 builds `sm80_xmma_*` kernels only for sm_90a, sm_100f or sm_120f: the name
+    /// is their style, not their GPU, so where their targets run decides what they are for.
+    #[test]
+    fn a_name_no_target_of_the_kernel_runs_on_is_its_style() {
+        let a = artifact(vec![
+            entry("sm_80", &["gemm", "sm80_xmma_a"]),
+            entry("sm_90", &["gemm"]),
+            entry("sm_100f", &["gemm", "sm80_xmma_b"]),
+        ]);
+        let r = reach::of(&a.binaries, None);
+        assert_eq!(cell(&r, "8.0").holes_count, 0, "{:?}", cell(&r, "8.0"));
+        assert_eq!(cell(&r, "8.0").dispatched_count, 1);
+        assert_eq!(cell(&r, "10.0").dispatched_count, 1);
+        assert_eq!(r.binaries[0].specialised, 2);
+    }
+
+    /// cuDNN 9.28.1.4's engines_precompiled: besides kernels named for an architecture, some
+    /// with no arch in their name exist only as sm_75 SASS (`dgrad_1d<9>`): Turing's.
+    #[test]
+    fn a_single_target_kernel_is_specialised_only_in_a_dispatching_library() {
+        let dispatching = artifact(vec![
+            entry("sm_75", &["gemm", "dgrad_1d", "_5x_cudnn_turing_fp16_x"]),
+            entry("sm_80", &["gemm", "sm80_xmma_gemm"]),
+            entry("sm_90", &["gemm"]),
+        ]);
+        let r = reach::of(&dispatching.binaries, None);
+        for g in ["8.0", "8.6", "9.0"] {
+            let c = cell(&r, g);
+            assert_eq!((c.holes_count, c.path != Path::None), (0, true), "{g}: {c:?}");
+        }
+        assert_eq!(cell(&r, "9.0").dispatched_count, 3);
+        assert_eq!(r.binaries[0].specialised, 3);
+        // Per kernel it is still missing above 7.5.
+        assert_eq!(cell(&r, "8.0").kernel_path, Path::None);
+
+        // No sign of dispatch: the same kernel compiled out of sm_80 and sm_90 is a hole.
+        let plain = artifact(vec![
+            entry("sm_75", &["gemm", "dgrad_1d"]),
+            entry("sm_80", &["gemm"]),
+            entry("sm_90", &["gemm"]),
+        ]);
+        let r = reach::of(&plain.binaries, None);
+        assert_eq!(cell(&r, "8.0").holes, ["dgrad_1d"]);
+        assert_eq!(r.binaries[0].specialised, 0);
+        // Nor does one target plus its PTX make a kernel specialised.
+        let ptx = artifact(vec![
+            entry("sm_75", &["gemm", "dgrad_1d", "sm75_x"]),
+            entry("compute_75", &["dgrad_1d"]),
+            entry("sm_90", &["gemm"]),
+        ]);
+        let r = reach::of(&ptx.binaries, None);
+        assert_eq!(cell(&r, "9.0").holes_count, 0);
+        assert_eq!(cell(&r, "9.0").path, Path::Ptx);
     }
 
     #[test]
