@@ -642,7 +642,11 @@ mod tests {
         let r = reach::of(&dispatching.binaries, None);
         for g in ["8.0", "8.6", "9.0"] {
             let c = cell(&r, g);
-            assert_eq!((c.holes_count, c.path != Path::None), (0, true), "{g}: {c:?}");
+            assert_eq!(
+                (c.holes_count, c.path != Path::None),
+                (0, true),
+                "{g}: {c:?}"
+            );
         }
         assert_eq!(cell(&r, "9.0").dispatched_count, 3);
         assert_eq!(r.binaries[0].specialised, 3);
