@@ -51,7 +51,9 @@ def test_rust_kernels_are_recorded_and_callable():
     info = kiln.build_info()
     langs = info["kernel_languages"]
     rust = sorted(k for k, lang in langs.items() if lang == "rust")
-    assert rust == sorted(f"rs_{op}_{dt}" for op in ("vecadd", "silu_mul", "rmsnorm", "softmax") for dt in ("f32", "f16", "bf16"))
+    # vecadd_flat: the decode-size path (one pack per thread, up to one resident wave), as in C++.
+    rust_ops = ("vecadd", "vecadd_flat", "silu_mul", "rmsnorm", "softmax")
+    assert rust == sorted(f"rs_{op}_{dt}" for op in rust_ops for dt in ("f32", "f16", "bf16"))
     assert langs["vecadd_f32"] == "cuda"
     assert "release: " in info["kernel_rustc_version"]
     for t in info["targets"]:
