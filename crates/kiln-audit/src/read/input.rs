@@ -26,7 +26,6 @@ use crate::read::zip_view;
 
 /// Reads the wheel, ELF, fatbin or directory at `path` into facts.
 pub fn read(path: &Path, opts: &Options, progress: &dyn Progress) -> Result<Artifact, AuditError> {
-    spill::bound_heap();
     let meta = std::fs::metadata(path).map_err(|e| AuditError::io(path, e))?;
     if meta.is_dir() {
         return read_dir(path, opts, progress);
@@ -255,6 +254,7 @@ fn read_wheel_source(
 ) -> Result<Artifact, AuditError> {
     let archive = zip::ZipArchive::new(src.reader())
         .map_err(|e| AuditError::Zip(path.to_path_buf(), e.to_string()))?;
+    spill::bound_heap(archive.len());
     let mut problems = Vec::new();
     let mut indices = Vec::new();
     let mut files = BTreeSet::new();
@@ -948,6 +948,7 @@ fn read_dir(root: &Path, opts: &Options, progress: &dyn Progress) -> Result<Arti
             opts.max_total_size,
         ));
     }
+    spill::bound_heap(paths.len());
     progress.begin(total, "reading directory");
     // (relative path, ELF facts, dist-info text, digest, problem) per file
     type FileResult = (
