@@ -426,10 +426,10 @@ fn runs_mask(set: &BTreeSet<KernelTarget>) -> Mask {
 /// Where a kernel built for exactly one SASS target (and no PTX) runs: the GPUs that target
 /// is meant for when its library dispatches per GPU. None for any other set.
 fn single_sass(set: &BTreeSet<KernelTarget>) -> Option<Mask> {
-    let [(t, _)] = set.iter().collect::<Vec<_>>()[..] else {
-        return None;
-    };
-    (t.kind != TargetKind::Ptx).then(|| runs_mask(set))
+    match set.first() {
+        Some((t, _)) if set.len() == 1 && t.kind != TargetKind::Ptx => Some(runs_mask(set)),
+        _ => None,
+    }
 }
 
 /// The reach of one binary over `gens` (indices into [`GPU_GENERATIONS`]); None without

@@ -93,20 +93,14 @@ pub fn run(
             result_path.display()
         ))
     })?;
-    let field = |name: &str| -> std::io::Result<i64> {
-        result
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-            .ok_or_else(|| std::io::Error::other(format!("no {name} in {result:?}")))
-    };
-    let (exit, signal) = (field("exit")?, field("signal")?);
+    let s = Supervised::from_text(&result)?;
     Ok(Outcome {
-        exit: (exit >= 0).then_some(exit as i32),
-        signal: (signal >= 0).then_some(signal as i32),
-        timed_out: field("timed_out")? != 0,
-        wall: Duration::from_nanos(field("wall_ns")? as u64),
-        max_rss_kib: field("max_rss_kib")? as u64,
-        hwm_kib: field("hwm_kib")? as u64,
+        exit: s.exit,
+        signal: s.signal,
+        timed_out: s.timed_out,
+        wall: s.wall,
+        max_rss_kib: s.max_rss_kib,
+        hwm_kib: s.hwm_kib,
         stdout: std::fs::read(&out_path)?,
         stderr: std::fs::read(&err_path)?,
     })
@@ -193,6 +187,24 @@ impl Supervised {
             self.max_rss_kib,
             self.hwm_kib
         )
+    }
+
+    /// Reads what [`Supervised::to_text`] wrote.
+    pub fn from_text(text: &str) -> std::io::Result<Supervised> {
+        let field = |name: &str| -> std::io::Result<i64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+                .ok_or_else(|| std::io::Error::other(format!("no {name} in {text:?}")))
+        };
+        let (exit, signal) = (field("exit")?, field("signal")?);
+        Ok(Supervised {
+            exit: (exit >= 0).then_some(exit as i32),
+            signal: (signal >= 0).then_some(signal as i32),
+            timed_out: field("timed_out")? != 0,
+            wall: Duration::from_nanos(field("wall_ns")? as u64),
+            max_rss_kib: field("max_rss_kib")? as u64,
+            hwm_kib: field("hwm_kib")? as u64,
+        })
     }
 }
 
