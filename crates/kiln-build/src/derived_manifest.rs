@@ -33,6 +33,10 @@ pub fn new(pins: &Pins, nvcc_version: &str, flags: &[String], sources: Vec<Strin
         provenance: Provenance::default(),
         kernel_languages: Default::default(),
         kernel_rustc_version: String::new(),
+        gates: Default::default(),
+        modules: Vec::new(),
+        cuda_range: pins.kernels.cuda.clone(),
+        matrix_override: None,
     }
 }
 

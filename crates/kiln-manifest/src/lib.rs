@@ -30,6 +30,18 @@ pub struct TargetKernels {
     pub kernels: Vec<String>,
 }
 
+/// One loadable module of a build that splits its kernels by source file
+/// (`modules = "per-source"`): its own fatbin, and what each of its targets holds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+pub struct Module {
+    /// The module's name: the source file's stem ("softmax" for softmax.cu).
+    pub name: String,
+    /// The sources compiled into it, relative names.
+    pub sources: Vec<String>,
+    /// Its targets and the kernels each holds.
+    pub targets: Vec<TargetKernels>,
+}
+
 /// The pinned tool versions the build ran with (`[workspace.metadata.kiln.toolchain]`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Toolchain {
@@ -98,6 +110,22 @@ pub struct Manifest {
     /// `rustc -vV` of the rustc that compiled the Rust kernels ("" when there are none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kernel_rustc_version: String,
+    /// Declared arch gates: each gated kernel and the targets (names, "sm_89") it exists for.
+    /// A kernel not listed exists for every target; a gated kernel missing elsewhere is not a
+    /// hole. kiln-build checked the declaration against the built bytes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gates: BTreeMap<String, Vec<String>>,
+    /// Per-source modules (`modules = "per-source"`); empty for one module per target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<Module>,
+    /// The nvcc releases the project accepts (`kernels.cuda`); absent: the exact pin
+    /// (`toolchain.nvcc` always records the release that ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_range: Option<String>,
+    /// The build-time narrowing of the matrix (`KILN_ARCHS`), as given; `matrix` is then the
+    /// narrowed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix_override: Option<String>,
 }
 
 impl Manifest {
@@ -109,13 +137,23 @@ impl Manifest {
             .collect()
     }
 
-    /// (target, kernel) pairs where a kernel some target has is missing.
+    /// Whether `kernel` is meant to exist for `target`: everywhere unless a gate names the
+    /// targets it exists for.
+    pub fn expects(&self, kernel: &str, target: &Target) -> bool {
+        match self.gates.get(kernel) {
+            Some(targets) => targets.iter().any(|t| *t == target.name()),
+            None => true,
+        }
+    }
+
+    /// (target, kernel) pairs where a kernel some target has is missing, and no gate says it
+    /// does not exist there.
     pub fn gaps(&self) -> Vec<(Target, String)> {
         let all = self.all_kernels();
         let mut gaps = Vec::new();
         for t in &self.targets {
             for k in &all {
-                if !t.kernels.iter().any(|x| x == k) {
+                if self.expects(k, &t.target) && !t.kernels.iter().any(|x| x == k) {
                     gaps.push((t.target, k.to_string()));
                 }
             }

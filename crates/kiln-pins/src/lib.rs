@@ -6,12 +6,14 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod kernels;
 pub mod layered;
 mod pins;
 
 // The target vocabulary and the GPU/driver tables are kiln-arch's (no dependencies); they are
 // re-exported so that code holding the pins speaks one vocabulary.
 pub use error::PinsError;
+pub use kernels::{narrow_matrix, Gate, KernelsPins, ModuleLayout, MATRIX_OVERRIDE_VAR};
 pub use kiln_arch::{
     gpu_generation, max_ptx_isa_for_driver, oldest_driver_for_ptx_isa, ptx_isa_of_cuda, runs_on,
     Arch, ArchError, ArchMatrix, CpuArch, DriverPtxIsa, GpuGeneration, Host, MatrixEntry, Runs,

@@ -219,6 +219,8 @@ struct RawKiln {
     wheel: Option<WheelPins>,
     #[serde(default)]
     audit: AuditPins,
+    #[serde(default)]
+    kernels: crate::kernels::RawKernels,
 }
 
 /// Everything in `[workspace.metadata.kiln]`, validated.
@@ -241,6 +243,9 @@ pub struct Pins {
     /// `kiln audit`'s waivers (`[workspace.metadata.kiln.audit]`; empty when absent). A
     /// project's own: never inherited from kiln's table.
     pub audit: AuditPins,
+    /// How kiln-build compiles this project's kernels (`[…metadata.kiln.kernels]`; kiln's
+    /// layout when absent). A project's own: never inherited from kiln's table.
+    pub kernels: crate::KernelsPins,
     /// The top-level keys taken from kiln's built-in pins because the project's table left them
     /// out (empty for a complete table such as kiln's own).
     pub inherited: Vec<String>,
@@ -383,6 +388,7 @@ impl Pins {
             test_tools: raw.test_tools,
             wheel: raw.wheel,
             audit: raw.audit,
+            kernels: crate::KernelsPins::from_raw(raw.kernels)?,
         })
     }
 
