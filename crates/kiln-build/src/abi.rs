@@ -21,6 +21,10 @@ fn default_libclang(workspace: &Path) {
     }
 }
 
+/// `kiln_abi.rs` of a project without C ABI headers: bindgen does not run (no libclang
+/// needed) and `kiln_embed::abi!` still includes a file.
+pub const EMPTY: &str = "// kiln-build: no C ABI headers (kernels/include/*.h), so no bindings.\n";
+
 /// The headers bindgen reads, sorted.
 pub fn headers(include_dir: &Path) -> Result<Vec<PathBuf>, BuildError> {
     let mut hs: Vec<PathBuf> = match std::fs::read_dir(include_dir) {

@@ -5,14 +5,17 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use kiln_manifest::Manifest;
-use kiln_pins::{Pins, Target};
+use kiln_pins::{ArchMatrix, ModuleLayout, Pins, Target, TargetKind};
 
 use crate::cache::Cache;
 use crate::derived_manifest;
 use crate::error::{io, BuildError};
 use crate::execute::{self, Executor, Ran};
-use crate::plan::{source_name, BuildPlan, Plan, PlanInputs};
+use crate::jobs::{CompileMode, NVCC_ENV};
+use crate::plan::{source_name, BuildPlan, Plan, PlanInputs, Stage};
 use crate::progress::Summary;
 use crate::rust::{self, RustCrate};
 use crate::toolkit::{self, Toolkit};
@@ -35,6 +38,8 @@ pub struct BuildOutput {
     pub manifest: Manifest,
     /// The job counts and timings (also written to `kernels.summary.json`).
     pub summary: Summary,
+    /// nvcc's warnings, one line each, "nvcc (<source> for <target>): …" (also printed).
+    pub warnings: Vec<String>,
 }
 
 /// A configured kernel build: the pins, where sources, outputs and the cache live, and how to run.
@@ -69,7 +74,7 @@ impl KernelBuild {
         println!("cargo:rerun-if-env-changed={}", crate::nix_matrix::VAR);
         let nix_caps = std::env::var(crate::nix_matrix::VAR).ok();
         crate::nix_matrix::check(&pins.matrix, nix_caps.as_deref())?;
-        let kernels = pins.root().join("kernels");
+        let kernels = pins.root().join(&pins.kernels.dir);
         let mut b = KernelBuild::new(pins, kernels, out_dir.clone());
         b.cache_dir = shared_cache_dir(&out_dir, std::env::var_os("TARGET").as_deref());
         b.cargo = true;
@@ -132,21 +137,41 @@ impl KernelBuild {
             progress: self.progress,
         };
         let mut ran = Ran::default();
-        for tasks in execute::stages(&plan, &self.client) {
+        for stage in Stage::ALL {
+            let tasks = execute::tasks(&plan, stage, &self.client)?;
             exec.stage(&plan.cache, &tasks, &mut ran)?;
+            if stage == Stage::Link {
+                // Each link ran (or was found) under its inputs' bytes; the plan names it by
+                // its inputs' keys.
+                for (l, t) in plan.links.iter().zip(&tasks) {
+                    let by_bytes = plan.cache.path(&t.key, l.ext());
+                    crate::cache::alias(&by_bytes, &plan.cache.path(&l.key, l.ext()))?;
+                }
+            }
         }
-        let mut manifest = self.describe(&plan)?;
-        fatbin::combine(&plan.toolkit, &plan.modules(), &plan.fatbin)?;
+        let warnings = self.show_warnings(&plan);
+        let (mut manifest, module_bytes) = match plan.mode {
+            CompileMode::Whole => self.describe_and_combine_modules(&plan)?,
+            _ => {
+                let m = self.describe(&plan)?;
+                fatbin::combine(&plan.toolkit, &plan.modules(), &plan.fatbin)?;
+                let len = std::fs::metadata(&plan.fatbin).map_or(0, |m| m.len());
+                (m, vec![("kernels".to_string(), 0, len)])
+            }
+        };
+        write_module_table(&self.out_dir, &module_bytes)?;
         let abi = self.finish_manifest(&mut manifest)?;
         let manifest_path = self.out_dir.join("kernels.manifest.json");
         std::fs::write(&manifest_path, manifest.to_json()).map_err(io("writing the manifest"))?;
         let summary = self.summarize(&plan, &ran, started)?;
+        self.evict(&plan)?;
         Ok(BuildOutput {
             fatbin: plan.fatbin,
             manifest_path,
             abi,
             manifest,
             summary,
+            warnings,
         })
     }
 
@@ -161,21 +186,44 @@ impl KernelBuild {
         if self.cargo {
             self.emit_rerun_directives();
         }
+        let matrix = self.matrix()?.0;
         let nvcc = toolkit::locate(&*self.env, &self.pins)?;
         let tk = toolkit::preflight(&nvcc, &self.pins)?;
         let rust = self.rust_crate()?;
-        let flags = flags(&self.kernels_dir.join("include"));
+        let flags = self.flags();
         let cache = Cache::new(self.cache_dir.clone())?;
         std::fs::create_dir_all(&self.out_dir)
             .map_err(io(format!("creating {}", self.out_dir.display())))?;
         let sources = self.scan_sources(&tk, &flags)?;
+        let k = &self.pins.kernels;
+        let mode = match (k.modules, k.rdc) {
+            (ModuleLayout::PerSource, false) => CompileMode::Whole,
+            (ModuleLayout::PerSource, true) => {
+                return Err(BuildError::Env(
+                    "rdc = true needs one module (cross-file device calls are resolved by the device link); \
+                     remove modules = \"per-source\" or rdc"
+                        .into(),
+                ))
+            }
+            (ModuleLayout::One, true) => CompileMode::Relocatable,
+            (ModuleLayout::One, false) => CompileMode::Linkable,
+        };
+        let nvcc_env = (NVCC_ENV.iter())
+            .map(|v| {
+                let value = (self.env)(v).map(|s| s.to_string_lossy().into_owned());
+                (v.to_string(), value)
+            })
+            .collect();
         let plan = BuildPlan::new(PlanInputs {
             toolkit: tk,
             flags,
+            nvcc_env,
+            mode,
             cache,
             kernels_dir: &self.kernels_dir,
+            root: self.pins.root(),
             sources,
-            targets: self.pins.matrix.targets(),
+            targets: matrix.targets(),
             rust,
             fatbin: self.out_dir.join("kernels.fatbin"),
         })?;
@@ -206,11 +254,12 @@ impl KernelBuild {
         tk: &Toolkit,
         flags: &[String],
     ) -> Result<Vec<(PathBuf, Vec<PathBuf>)>, BuildError> {
-        let sources = sources(&self.kernels_dir)?;
+        let sources = self.sources()?;
+        let home = tk.cuda_home();
         let header_sets = pool::run(
             &sources,
             &self.client,
-            |s| deps::project_headers(&tk.nvcc, s, flags, &self.kernels_dir),
+            |s| deps::headers(&tk.nvcc, s, flags, &home),
             |_, _| {},
         );
         let mut out = Vec::new();
@@ -232,12 +281,101 @@ impl KernelBuild {
         let names = (plan.sources.iter())
             .map(|s| source_name(s, &self.kernels_dir))
             .collect();
-        let recorded = flags_for_manifest(&plan.flags);
-        let mut manifest =
-            derived_manifest::new(&self.pins, &plan.toolkit.version, &recorded, names);
+        let mut manifest = self.new_manifest(plan, names)?;
         for (target, module) in plan.modules() {
             derived_manifest::add_output(&mut manifest, target, &module)?;
         }
+        // Which kernels each source holds, for gates that name a source: from its SASS objects
+        // (the PTX route's LTO IR lists none).
+        let mut by_source: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        if !self.pins.kernels.gates.is_empty() {
+            for j in plan
+                .compiles
+                .iter()
+                .filter(|j| j.target.kind == TargetKind::Sass)
+            {
+                let out = plan.cache.path(&j.key, j.ext());
+                let got = derived_manifest::read_output(j.target, &out)?;
+                by_source
+                    .entry(j.name.clone())
+                    .or_default()
+                    .extend(got.kernels);
+            }
+        }
+        self.finish_description(plan, manifest, &by_source)
+    }
+
+    /// The manifest before any output is read: pins, the matrix built, flags, sources.
+    fn new_manifest(&self, plan: &BuildPlan, names: Vec<String>) -> Result<Manifest, BuildError> {
+        let recorded = flags_for_manifest(&plan.flags, &self.kernels_dir, self.pins.root());
+        let (matrix, override_text) = self.matrix()?;
+        let mut manifest =
+            derived_manifest::new(&self.pins, &plan.toolkit.version, &recorded, names);
+        manifest.matrix = matrix.entries().to_vec();
+        manifest.matrix_override = override_text;
+        Ok(manifest)
+    }
+
+    /// Per-source modules: each source's targets combined into its own fatbin, described per
+    /// module and as a whole; the combined `kernels.fatbin` is the modules back to back (each
+    /// 8-byte aligned), and the returned table says where each one starts.
+    fn describe_and_combine_modules(
+        &self,
+        plan: &BuildPlan,
+    ) -> Result<(Manifest, Vec<(String, u64, u64)>), BuildError> {
+        let names = (plan.sources.iter())
+            .map(|s| source_name(s, &self.kernels_dir))
+            .collect();
+        let mut manifest = self.new_manifest(plan, names)?;
+        let mut by_source: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut all = Vec::new();
+        let mut table = Vec::new();
+        for m in plan.source_modules() {
+            let mut targets = Vec::new();
+            for (target, out) in &m.outputs {
+                let entry = derived_manifest::read_output(*target, out)?;
+                by_source
+                    .entry(m.name.clone())
+                    .or_default()
+                    .extend(entry.kernels.iter().cloned());
+                derived_manifest::merge_target(&mut manifest, &entry);
+                targets.push(entry);
+            }
+            manifest.modules.push(kiln_manifest::Module {
+                name: m.stem.clone(),
+                sources: vec![m.name.clone()],
+                targets,
+            });
+            let path = plan.module_fatbin(&m.stem);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+            }
+            fatbin::combine(&plan.toolkit, &m.outputs, &path)?;
+            let bytes = std::fs::read(&path).map_err(io(format!("reading {}", path.display())))?;
+            while all.len() % 8 != 0 {
+                all.push(0);
+            }
+            table.push((m.stem.clone(), all.len() as u64, bytes.len() as u64));
+            all.extend_from_slice(&bytes);
+        }
+        // The manifest's targets in matrix order, as a one-module build lists them.
+        let order: Vec<Target> = plan.targets.clone();
+        manifest
+            .targets
+            .sort_by_key(|t| order.iter().position(|o| *o == t.target));
+        let manifest = self.finish_description(plan, manifest, &by_source)?;
+        std::fs::write(&plan.fatbin, &all)
+            .map_err(io(format!("writing {}", plan.fatbin.display())))?;
+        Ok((manifest, table))
+    }
+
+    /// Languages, gates and the every-kernel-everywhere check, shared by both layouts.
+    fn finish_description(
+        &self,
+        plan: &BuildPlan,
+        mut manifest: Manifest,
+        by_source: &BTreeMap<String, BTreeSet<String>>,
+    ) -> Result<Manifest, BuildError> {
         let (rust_kernels, rustc_vv) = match &plan.rust {
             Some(r) => {
                 let ptx = plan.cache.path(&r.ptx.key, rust::RUST_PTX_EXT);
@@ -246,29 +384,139 @@ impl KernelBuild {
             None => (Vec::new(), String::new()),
         };
         derived_manifest::record_languages(&mut manifest, &rust_kernels, &rustc_vv);
+        let mut problems = crate::gates::apply(&mut manifest, &self.pins.kernels.gates, by_source)
+            .err()
+            .unwrap_or_default();
         let gaps = manifest.gaps();
-        if gaps.is_empty() {
+        if gaps.is_empty() && problems.is_empty() {
             return Ok(manifest);
         }
-        let list: Vec<String> = (gaps.iter())
-            .map(|(t, k)| format!("{k} missing for {t}"))
-            .collect();
+        let undeclared = !gaps.is_empty();
+        problems.extend(gaps.iter().map(|(t, k)| format!("{k} missing for {t}")));
+        let hint = if undeclared {
+            "\n  a kernel compiled only for some GPUs on purpose (`#if __CUDA_ARCH__ >= 890`) must be declared: \
+             [package.metadata.kiln.kernels] gates = { \"fp8.cu\" = \">=8.9\" } (a source file or a kernel name)"
+        } else {
+            ""
+        };
         Err(BuildError::BadOutput {
             source_file: self.kernels_dir.clone(),
             output: "fatbin".into(),
             message: format!(
-                "not every kernel was built for every target: {}",
-                list.join("; ")
+                "not every kernel was built for every target its gates declare: {}{hint}",
+                problems.join("; ")
             ),
         })
     }
 
+    /// The matrix this build targets: the declared one, narrowed by `KILN_ARCHS` when set (the
+    /// text is returned for the manifest).
+    fn matrix(&self) -> Result<(ArchMatrix, Option<String>), BuildError> {
+        match (self.env)(kiln_pins::MATRIX_OVERRIDE_VAR) {
+            Some(v) => {
+                let text = v.to_string_lossy().into_owned();
+                Ok((
+                    kiln_pins::narrow_matrix(&self.pins.matrix, &text)?,
+                    Some(text),
+                ))
+            }
+            None => Ok((self.pins.matrix.clone(), None)),
+        }
+    }
+
+    /// The nvcc flags every job gets: kiln's base flags, `kernels/include`, the project's
+    /// include directories, definitions and own flags.
+    fn flags(&self) -> Vec<String> {
+        let k = &self.pins.kernels;
+        let mut f: Vec<String> = BASE_FLAGS.iter().map(|s| s.to_string()).collect();
+        f.push(format!("-I{}", self.kernels_dir.join("include").display()));
+        for d in &k.include_dirs {
+            f.push(format!("-I{}", self.pins.root().join(d).display()));
+        }
+        f.extend(k.defines.iter().map(|d| format!("-D{d}")));
+        f.extend(k.nvcc_flags.iter().cloned());
+        f
+    }
+
+    /// `*.cu` in the kernels directory, less the project's excludes, sorted.
+    fn sources(&self) -> Result<Vec<PathBuf>, BuildError> {
+        let all = sources(&self.kernels_dir)?;
+        let kept: Vec<PathBuf> = (all.into_iter())
+            .filter(|s| {
+                !self
+                    .pins
+                    .kernels
+                    .excludes(&source_name(s, &self.kernels_dir))
+            })
+            .collect();
+        if kept.is_empty() {
+            return Err(BuildError::NoSources(self.kernels_dir.clone()));
+        }
+        Ok(kept)
+    }
+
+    /// nvcc's warnings for every compile of this build (kept with the cache entry, so a cached
+    /// job still shows them): on stderr, and as cargo warnings in a build script.
+    fn show_warnings(&self, plan: &BuildPlan) -> Vec<String> {
+        let mut shown = Vec::new();
+        for j in &plan.compiles {
+            let Ok(text) = std::fs::read_to_string(j.warnings_path(&plan.cache)) else {
+                continue;
+            };
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                let line = format!("nvcc ({} for {}): {line}", j.name, j.target);
+                if self.cargo {
+                    println!("cargo:warning={line}");
+                } else if self.progress {
+                    eprintln!("warning: {line}");
+                }
+                shown.push(line);
+            }
+        }
+        shown
+    }
+
+    /// Keeps the cache under `cache-max-mb`, least recently used first, never this build's
+    /// own entries.
+    fn evict(&self, plan: &BuildPlan) -> Result<(), BuildError> {
+        let mut keep: BTreeSet<PathBuf> = BTreeSet::new();
+        for j in &plan.compiles {
+            keep.insert(plan.cache.path(&j.key, j.ext()));
+            keep.insert(j.warnings_path(&plan.cache));
+        }
+        for l in &plan.links {
+            keep.insert(plan.cache.path(&l.key, l.ext()));
+            if let Ok(k) = l.bytes_key(&plan.toolkit) {
+                keep.insert(plan.cache.path(&k, l.ext()));
+            }
+        }
+        if let Some(r) = &plan.rust {
+            keep.insert(plan.cache.path(&r.ptx.key, rust::RUST_PTX_EXT));
+            keep.extend(r.ptxas.iter().map(|j| plan.cache.path(&j.key, "rs.o")));
+            keep.extend(r.merges.iter().map(|j| plan.cache.path(&j.key, "ptx")));
+        }
+        let cap = self.pins.kernels.cache_max_mb.saturating_mul(1 << 20);
+        let (removed, left) = plan.cache.evict(cap, &keep)?;
+        if removed > 0 && self.progress {
+            eprintln!(
+                "kiln-build: cache over {} MiB: evicted {removed} least recently used entries ({} MiB left)",
+                self.pins.kernels.cache_max_mb,
+                left >> 20
+            );
+        }
+        Ok(())
+    }
+
     /// The ABI (bindgen, when on; it reports clang's version) and the provenance.
     fn finish_manifest(&self, manifest: &mut Manifest) -> Result<Option<PathBuf>, BuildError> {
-        let abi = if self.bindgen {
-            let out = self.out_dir.join("kiln_abi.rs");
-            let include = self.kernels_dir.join("include");
+        let include = self.kernels_dir.join("include");
+        let out = self.out_dir.join("kiln_abi.rs");
+        let abi = if self.bindgen && !abi::headers(&include)?.is_empty() {
             manifest.provenance.clang = abi::generate(&self.pins, &include, &out)?;
+            Some(out)
+        } else if self.bindgen {
+            // Nothing to bind: no libclang needed, and `kiln_embed::abi!` still finds its file.
+            std::fs::write(&out, abi::EMPTY).map_err(io(format!("writing {}", out.display())))?;
             Some(out)
         } else {
             None
@@ -319,10 +567,14 @@ impl KernelBuild {
             "CUDA_PATH",
             "LIBCLANG_PATH",
             "BINDGEN_EXTRA_CLANG_ARGS",
-        ] {
+            kiln_pins::MATRIX_OVERRIDE_VAR,
+        ]
+        .iter()
+        .chain(NVCC_ENV)
+        {
             println!("cargo:rerun-if-env-changed={var}");
         }
-        if let Ok(sources) = sources(&self.kernels_dir) {
+        if let Ok(sources) = self.sources() {
             for s in sources {
                 println!("cargo:rerun-if-changed={}", s.display());
             }
@@ -351,24 +603,34 @@ pub(crate) fn sources(dir: &Path) -> Result<Vec<PathBuf>, BuildError> {
     Ok(v)
 }
 
-fn flags(include_dir: &Path) -> Vec<String> {
-    let mut f: Vec<String> = BASE_FLAGS.iter().map(|s| s.to_string()).collect();
-    f.push(format!("-I{}", include_dir.display()));
-    f
-}
-
-/// The flags as recorded: the include path is machine-specific, so it is named relatively.
-fn flags_for_manifest(flags: &[String]) -> Vec<String> {
+/// The flags as recorded: include paths are machine-specific, so they are named relatively to
+/// the project root where they lie inside it.
+fn flags_for_manifest(flags: &[String], kernels_dir: &Path, root: &Path) -> Vec<String> {
     flags
         .iter()
-        .map(|f| {
-            if f.starts_with("-I") {
-                "-Ikernels/include".to_string()
-            } else {
-                f.clone()
-            }
+        .map(|f| match f.strip_prefix("-I").map(Path::new) {
+            Some(dir) if dir == kernels_dir.join("include") => "-Ikernels/include".to_string(),
+            Some(dir) => match dir.strip_prefix(root) {
+                Ok(rel) => format!("-I{}", rel.display()),
+                Err(_) => f.clone(),
+            },
+            None => f.clone(),
         })
         .collect()
+}
+
+/// `kernels.modules.rs`: where each module's fatbin lies inside `kernels.fatbin` (name, offset,
+/// length), for `kiln_embed::embed!`'s `module(name)`. One module: the whole fatbin.
+fn write_module_table(out_dir: &Path, table: &[(String, u64, u64)]) -> Result<(), BuildError> {
+    let mut text = String::from(
+        "// Written by kiln-build: each module's fatbin inside kernels.fatbin (name, offset, length).\n[\n",
+    );
+    for (name, offset, len) in table {
+        text.push_str(&format!("    ({name:?}, {offset}, {len}),\n"));
+    }
+    text.push_str("]\n");
+    let path = out_dir.join("kernels.modules.rs");
+    std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))
 }
 
 /// `<target-dir>/kiln-kernel-cache` when OUT_DIR has cargo's usual shape

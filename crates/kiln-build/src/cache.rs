@@ -75,6 +75,42 @@ impl Cache {
         Ok(dest)
     }
 
+    /// Keeps the cache's entries (its top-level files) under `max_bytes`: the least recently
+    /// used go first, never one of `keep` (this build's own). Returns (entries removed, bytes
+    /// left).
+    pub fn evict(
+        &self,
+        max_bytes: u64,
+        keep: &std::collections::BTreeSet<PathBuf>,
+    ) -> Result<(usize, u64), BuildError> {
+        let rd =
+            std::fs::read_dir(&self.dir).map_err(io(format!("reading {}", self.dir.display())))?;
+        let mut entries: Vec<(std::time::SystemTime, u64, PathBuf)> = rd
+            .flatten()
+            .filter_map(|e| {
+                let m = e.metadata().ok()?;
+                let modified = m.modified().ok()?;
+                m.is_file().then(|| (modified, m.len(), e.path()))
+            })
+            .collect();
+        let mut total: u64 = entries.iter().map(|(_, n, _)| n).sum();
+        entries.sort();
+        let mut removed = 0;
+        for (_, len, path) in entries {
+            if total <= max_bytes {
+                break;
+            }
+            if keep.contains(&path) {
+                continue;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= len;
+                removed += 1;
+            }
+        }
+        Ok((removed, total))
+    }
+
     /// The one cache-hit prologue every job shares: `<key>.<ext>` when it exists, else `make`
     /// writes the staging path, which is then committed under the key. A failed `make` leaves
     /// no staging file behind.
@@ -87,6 +123,7 @@ impl Cache {
         let started = Instant::now();
         let dest = self.path(key, ext);
         if dest.is_file() {
+            touch(&dest);
             return Ok(Outcome {
                 output: dest,
                 cached: true,
@@ -107,6 +144,26 @@ impl Cache {
     }
 }
 
+/// Marks an entry used now: eviction takes the least recently used first.
+pub(crate) fn touch(path: &Path) {
+    if let Ok(f) = std::fs::File::options().append(true).open(path) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+}
+
+/// Gives `existing`'s bytes a second name in the cache (a hard link; a copy where links fail).
+pub(crate) fn alias(existing: &Path, name: &Path) -> Result<(), BuildError> {
+    if name.is_file() {
+        touch(name);
+        return Ok(());
+    }
+    let tmp = name.with_extension(format!("alias.{}", std::process::id()));
+    if std::fs::hard_link(existing, &tmp).is_err() {
+        std::fs::copy(existing, &tmp).map_err(io(format!("copying {}", existing.display())))?;
+    }
+    std::fs::rename(&tmp, name).map_err(io(format!("storing {}", name.display())))
+}
+
 /// What happened to one job.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -121,6 +178,28 @@ pub struct Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eviction_drops_the_least_recently_used_and_keeps_this_builds_entries() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = Cache::new(d.path().to_path_buf()).unwrap();
+        let t0 = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut paths = Vec::new();
+        for (i, name) in ["old", "kept-old", "mid", "new"].iter().enumerate() {
+            let p = cache.path(name, "cubin");
+            std::fs::write(&p, [0u8; 100]).unwrap();
+            let f = std::fs::File::options().append(true).open(&p).unwrap();
+            f.set_modified(t0 + Duration::from_secs(i as u64)).unwrap();
+            paths.push(p);
+        }
+        let keep = [paths[1].clone()].into_iter().collect();
+        let (removed, left) = cache.evict(250, &keep).unwrap();
+        assert_eq!((removed, left), (2, 200));
+        let exists: Vec<bool> = paths.iter().map(|p| p.exists()).collect();
+        assert_eq!(exists, [false, true, false, true]);
+        // Under the cap nothing goes.
+        assert_eq!(cache.evict(1000, &Default::default()).unwrap(), (0, 200));
+    }
 
     #[test]
     fn fields_are_delimited() {

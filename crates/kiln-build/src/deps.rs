@@ -1,7 +1,9 @@
-//! Which project headers a source includes.
+//! Which headers a source includes — every one that is not the toolkit's or the system's, wherever
+//! it lies (`../common/x.cuh`, an `include-dirs` entry, a symlink out of the project): each is part
+//! of the cache key, so an edit anywhere rebuilds the jobs that read it.
 //!
-//! Read from the `#include` lines themselves, followed recursively through the source's
-//! directory and `-I` directories: no process per source (an `nvcc -MM` costs as much as a
+//! Read from the `#include` lines themselves, followed recursively through the includer's
+//! directory and the `-I` directories: no process per source (an `nvcc -MM` costs as much as a
 //! small compile, 7 of them were a cost `nvcc --threads 0` never pays), and a rule simple
 //! enough for Nix to apply at evaluation time without import-from-derivation. Every include
 //! inside `#if` blocks counts too: the set can only be larger than the preprocessor's, so a
@@ -14,16 +16,18 @@ use std::process::Command;
 
 use crate::error::{io, BuildError};
 
-/// Headers under `project_dir` that `source` includes (directly or not), sorted.
-pub fn project_headers(
+/// The headers `source` includes (directly or not) through its own directory and the `-I`
+/// directories of `flags`, canonical and sorted; nothing under `toolkit_home` (keyed by the nvcc
+/// version instead).
+pub fn headers(
     nvcc: &Path,
     source: &Path,
     flags: &[String],
-    project_dir: &Path,
+    toolkit_home: &Path,
 ) -> Result<Vec<PathBuf>, BuildError> {
-    match scan_includes(source, flags, project_dir)? {
+    match scan_includes(source, flags)? {
         Some(headers) => Ok(headers),
-        None => preprocessor_headers(nvcc, source, flags, project_dir),
+        None => preprocessor_headers(nvcc, source, flags, toolkit_home),
     }
 }
 
@@ -49,21 +53,18 @@ fn parse_include(line: &str) -> Option<Include<'_>> {
 }
 
 /// The textual scan; `None` when a computed include makes it unanswerable.
-fn scan_includes(
-    source: &Path,
-    flags: &[String],
-    project_dir: &Path,
-) -> Result<Option<Vec<PathBuf>>, BuildError> {
+fn scan_includes(source: &Path, flags: &[String]) -> Result<Option<Vec<PathBuf>>, BuildError> {
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let project = canon(project_dir);
     let include_dirs: Vec<PathBuf> = flags
         .iter()
         .filter_map(|f| f.strip_prefix("-I"))
         .map(|d| canon(Path::new(d)))
         .collect();
-    let source = canon(source);
+    let source_canon = canon(source);
     let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut todo = vec![source.clone()];
+    // Each file as the preprocessor opened it: "…" includes are looked up beside that path,
+    // not beside a symlink's target.
+    let mut todo = vec![source.to_path_buf()];
     while let Some(file) = todo.pop() {
         let text =
             std::fs::read_to_string(&file).map_err(io(format!("reading {}", file.display())))?;
@@ -81,9 +82,10 @@ fn scan_includes(
                 .into_iter()
                 .chain(include_dirs.iter().map(|d| d.join(name)))
                 .find(|p| p.is_file());
-            // Not found in project or -I directories: a toolkit/system header.
-            if let Some(p) = found.map(|p| canon(&p)) {
-                if p.starts_with(&project) && p != source && seen.insert(p.clone()) {
+            // Not found beside the includer or in -I directories: a toolkit/system header.
+            if let Some(p) = found {
+                let c = canon(&p);
+                if c != source_canon && seen.insert(c) {
                     todo.push(p);
                 }
             }
@@ -92,12 +94,13 @@ fn scan_includes(
     Ok(Some(seen.into_iter().collect()))
 }
 
-/// The same set as nvcc's preprocessor sees it (`-MM`): one process per source.
+/// The same set as nvcc's preprocessor sees it (`-MM`, which leaves out system headers): one
+/// process per source.
 pub fn preprocessor_headers(
     nvcc: &Path,
     source: &Path,
     flags: &[String],
-    project_dir: &Path,
+    toolkit_home: &Path,
 ) -> Result<Vec<PathBuf>, BuildError> {
     let out = Command::new(nvcc)
         .args(flags)
@@ -121,9 +124,9 @@ pub fn preprocessor_headers(
             ),
         });
     }
-    let project = project_dir
+    let toolkit = toolkit_home
         .canonicalize()
-        .unwrap_or_else(|_| project_dir.to_path_buf());
+        .unwrap_or_else(|_| toolkit_home.to_path_buf());
     let source_canon = source
         .canonicalize()
         .unwrap_or_else(|_| source.to_path_buf());
@@ -134,7 +137,7 @@ pub fn preprocessor_headers(
         .unwrap_or("")
         .split_whitespace()
         .filter_map(|d| Path::new(d).canonicalize().ok())
-        .filter(|p| p.starts_with(&project) && *p != source_canon)
+        .filter(|p| !p.starts_with(&toolkit) && *p != source_canon)
         .collect();
     headers.sort();
     headers.dedup();
@@ -164,6 +167,37 @@ mod tests {
     }
 
     #[test]
+    fn follows_headers_outside_the_project_and_through_symlinks() {
+        let d = tempfile::tempdir().unwrap();
+        let (project, common) = (d.path().join("lib"), d.path().join("common"));
+        std::fs::create_dir_all(project.join("kernels/include")).unwrap();
+        std::fs::create_dir_all(&common).unwrap();
+        std::fs::write(common.join("outside.cuh"), "#include \"beside.cuh\"\n").unwrap();
+        std::fs::write(common.join("beside.cuh"), "").unwrap();
+        std::fs::write(common.join("linked.cuh"), "").unwrap();
+        std::os::unix::fs::symlink(
+            common.join("linked.cuh"),
+            project.join("kernels/include/linked.cuh"),
+        )
+        .unwrap();
+        let k = project.join("kernels/k.cu");
+        std::fs::write(
+            &k,
+            "#include \"../../common/outside.cuh\"\n#include \"linked.cuh\"\n",
+        )
+        .unwrap();
+        let flags = vec![format!("-I{}", project.join("kernels/include").display())];
+        let got = scan_includes(&k, &flags).unwrap().unwrap();
+        let c = |p: PathBuf| p.canonicalize().unwrap();
+        let want = [
+            c(common.join("beside.cuh")),
+            c(common.join("linked.cuh")),
+            c(common.join("outside.cuh")),
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
     fn follows_project_headers_transitively_and_skips_system_ones() {
         let d = tempfile::tempdir().unwrap();
         let inc = d.path().join("include");
@@ -181,15 +215,12 @@ mod tests {
         )
         .unwrap();
         let flags = vec![format!("-I{}", inc.display())];
-        let got = scan_includes(&d.path().join("k.cu"), &flags, d.path())
+        let got = scan_includes(&d.path().join("k.cu"), &flags)
             .unwrap()
             .unwrap();
         let c = |p: PathBuf| p.canonicalize().unwrap();
         assert_eq!(got, vec![c(inc.join("a.cuh")), c(inc.join("b.cuh"))]);
         std::fs::write(d.path().join("m.cu"), "#include KILN_H\n").unwrap();
-        assert_eq!(
-            scan_includes(&d.path().join("m.cu"), &flags, d.path()).unwrap(),
-            None
-        );
+        assert_eq!(scan_includes(&d.path().join("m.cu"), &flags).unwrap(), None);
     }
 }

@@ -54,6 +54,29 @@ pub fn add_output(
     target: kiln_pins::Target,
     output: &Path,
 ) -> Result<(), BuildError> {
+    manifest.targets.push(read_output(target, output)?);
+    Ok(())
+}
+
+/// Adds a per-source module's target to the whole build's view of that target: the union of
+/// every module's kernels, sorted.
+pub fn merge_target(manifest: &mut Manifest, entry: &TargetKernels) {
+    match manifest
+        .targets
+        .iter_mut()
+        .find(|t| t.target == entry.target)
+    {
+        Some(t) => {
+            t.kernels.extend(entry.kernels.iter().cloned());
+            t.kernels.sort();
+            t.kernels.dedup();
+        }
+        None => manifest.targets.push(entry.clone()),
+    }
+}
+
+/// The kernels one output (a cubin, or PTX text) holds, for `target`.
+pub fn read_output(target: kiln_pins::Target, output: &Path) -> Result<TargetKernels, BuildError> {
     let bytes =
         std::fs::read(output).map_err(crate::error::io(format!("reading {}", output.display())))?;
     let bad = |message: String| BuildError::BadOutput {
@@ -80,8 +103,7 @@ pub fn add_output(
             }
         }
     };
-    manifest.targets.push(entry);
-    Ok(())
+    Ok(entry)
 }
 
 /// Records which kernels came from Rust (the rest of every target's kernels are CUDA C++) and

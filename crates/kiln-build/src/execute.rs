@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::cache::{Cache, Outcome};
 use crate::error::BuildError;
-use crate::plan::{BuildPlan, RustJobs};
+use crate::plan::{BuildPlan, RustJobs, Stage};
 use crate::pool;
 use crate::progress::{self, Summary};
 
@@ -24,7 +24,7 @@ pub(crate) struct Task<'a> {
     pub verb: &'static str,
     pub what: String,
     pub target: String,
-    pub key: &'a str,
+    pub key: String,
     pub ext: &'static str,
     pub cost: u64,
     pub kind: Counted,
@@ -83,7 +83,7 @@ impl Executor<'_> {
             tasks,
             self.client,
             |t| t.cost,
-            |t| cache.produce(t.key, t.ext, &t.make),
+            |t| cache.produce(&t.key, t.ext, &t.make),
             |t, r| {
                 let n = finished.fetch_add(1, Ordering::SeqCst) + 1;
                 if let (true, Ok(o)) = (self.progress, r) {
@@ -99,43 +99,62 @@ impl Executor<'_> {
     }
 }
 
-/// The tasks of each stage of `plan`, in [`crate::plan::Stage`] order (the combine is run by
-/// the caller after the manifest check).
-pub(crate) fn stages<'a>(plan: &'a BuildPlan, client: &'a jobserver::Client) -> Vec<Vec<Task<'a>>> {
+/// The tasks of one stage of `plan` ([`Stage::Combine`] has none: the caller combines after
+/// the manifest check). Built when the stage starts, so a link is keyed by the bytes the
+/// compiles before it wrote.
+pub(crate) fn tasks<'a>(
+    plan: &'a BuildPlan,
+    stage: Stage,
+    client: &'a jobserver::Client,
+) -> Result<Vec<Task<'a>>, BuildError> {
     let (tk, cache, flags) = (&plan.toolkit, &plan.cache, &plan.flags);
-    // Expected cost: the bytes the front end reads (source + project headers).
+    // Expected cost: the bytes the front end reads (source + headers).
     let bytes = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-    let mut compile: Vec<Task<'a>> = (plan.compiles.iter())
-        .map(|j| Task {
-            verb: "compiled",
-            what: j.name.clone(),
-            target: j.target.name(),
-            key: &j.key,
-            ext: j.ext(),
-            cost: bytes(&j.source) + j.headers.iter().map(|h| bytes(h)).sum::<u64>(),
-            kind: Counted::Compile,
-            make: Box::new(move |s| j.produce(tk, flags, s)),
-        })
-        .collect();
-    let links = (plan.links.iter())
-        .map(|j| Task {
-            verb: "linked",
-            what: "nvlink".into(),
-            target: j.target.name(),
-            key: &j.key,
-            ext: j.ext(),
-            cost: 0,
-            kind: Counted::Link,
-            make: Box::new(move |s| j.produce(tk, cache, s)),
-        })
-        .collect();
-    let (mut assemble, mut merge) = (Vec::new(), Vec::new());
-    if let Some(r) = &plan.rust {
-        let (ptx, ptxas, merges) = rust_tasks(plan, r, client);
-        compile.insert(0, ptx);
-        (assemble, merge) = (ptxas, merges);
-    }
-    vec![compile, assemble, links, merge]
+    let rust = plan.rust.as_ref().map(|r| rust_tasks(plan, r, client));
+    Ok(match stage {
+        Stage::Compile => {
+            let mut compile: Vec<Task<'a>> = (plan.compiles.iter())
+                .map(|j| Task {
+                    verb: "compiled",
+                    what: j.name.clone(),
+                    target: j.target.name(),
+                    key: j.key.clone(),
+                    ext: j.ext(),
+                    cost: bytes(&j.source) + j.headers.iter().map(|h| bytes(h)).sum::<u64>(),
+                    kind: Counted::Compile,
+                    make: Box::new(move |s| j.produce(tk, flags, cache, s)),
+                })
+                .collect();
+            if let Some((ptx, _, _)) = rust {
+                compile.insert(0, ptx);
+            }
+            compile
+        }
+        Stage::Assemble => rust.map(|(_, a, _)| a).unwrap_or_default(),
+        Stage::Link => (plan.links.iter())
+            .map(|j| {
+                let key = j.bytes_key(tk)?;
+                // Output an outside executor put at the plan's path (keyed by the inputs' keys,
+                // so by the same inputs): the link is done.
+                let (by_plan, by_bytes) = (cache.path(&j.key, j.ext()), cache.path(&key, j.ext()));
+                if !by_bytes.is_file() && by_plan.is_file() {
+                    crate::cache::alias(&by_plan, &by_bytes)?;
+                }
+                Ok(Task {
+                    verb: "linked",
+                    what: "nvlink".into(),
+                    target: j.target.name(),
+                    key,
+                    ext: j.ext(),
+                    cost: 0,
+                    kind: Counted::Link,
+                    make: Box::new(move |s| j.produce(tk, cache, s)),
+                })
+            })
+            .collect::<Result<_, BuildError>>()?,
+        Stage::Merge => rust.map(|(_, _, m)| m).unwrap_or_default(),
+        Stage::Combine => Vec::new(),
+    })
 }
 
 fn rust_tasks<'a>(
@@ -148,7 +167,7 @@ fn rust_tasks<'a>(
         verb: "compiled",
         what: crate::rust::CRATE_DIR.into(),
         target: crate::rust::PTX_CPU.into(),
-        key: &r.ptx.key,
+        key: r.ptx.key.clone(),
         ext: crate::rust::RUST_PTX_EXT,
         // The longest job (it builds `core` first): started first, beside the nvcc jobs.
         cost: u64::MAX,
@@ -160,7 +179,7 @@ fn rust_tasks<'a>(
             verb: "ptxas",
             what: "rust".into(),
             target: j.target.name(),
-            key: &j.key,
+            key: j.key.clone(),
             ext: "rs.o",
             cost: 0,
             kind: Counted::Rust,
@@ -172,7 +191,7 @@ fn rust_tasks<'a>(
             verb: "merged",
             what: "rust ptx".into(),
             target: j.target.name(),
-            key: &j.key,
+            key: j.key.clone(),
             ext: "ptx",
             cost: 0,
             kind: Counted::Merge,

@@ -1,9 +1,10 @@
 //! The unit of work: compile one source for one target, or link one target's objects.
 //!
-//! SASS: each source becomes a relocatable cubin (`-cubin -rdc=true`) and `nvlink` joins a
-//! target's cubins into one, so the fatbin carries one module per arch holding every kernel.
-//! PTX: each source becomes LTO IR (`-dc code=lto_N`) and `nvlink -lto --emit-ptx` produces one
-//! PTX module — the only route that keeps per-file caching for PTX too.
+//! Every compile is device-only (`-cubin`, `-ptx` or `-fatbin`): no host pass, so
+//! `__CUDA_ARCH__` guards mean what they mean in a device compile. How the per-source outputs
+//! become modules is the [`CompileMode`]: linkable whole-program code joined per target by
+//! `nvlink` (the default: one module per target), relocatable code for libraries that call
+//! device functions across files, or whole-program modules loaded per source (no link at all).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +15,33 @@ pub use crate::cache::Outcome;
 use crate::cache::{Cache, KeyBuilder};
 use crate::error::{io, BuildError};
 use crate::toolkit::Toolkit;
+
+/// Environment variables nvcc itself reads: they change its output, so each job runs with
+/// exactly the values its key holds.
+pub const NVCC_ENV: &[&str] = &["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN"];
+
+/// How a source's device code is compiled, and so how it becomes a module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompileMode {
+    /// `-ewp`: whole-program code per file (file-local helpers stay file-local) that nvlink can
+    /// still join into one module per target. PTX targets: LTO IR, `nvlink -lto`.
+    Linkable,
+    /// `-rdc=true`: device functions called across files, resolved by the device link.
+    Relocatable,
+    /// Whole program, each output loadable as it is: one module per source, no device link.
+    Whole,
+}
+
+impl CompileMode {
+    /// The mode as the cache key and the plan spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompileMode::Linkable => "ewp",
+            CompileMode::Relocatable => "rdc",
+            CompileMode::Whole => "whole",
+        }
+    }
+}
 
 /// One nvcc run: one `.cu` source compiled for one target (a relocatable cubin, or LTO IR for PTX).
 #[derive(Debug, Clone)]
@@ -26,8 +54,28 @@ pub struct CompileJob {
     pub headers: Vec<PathBuf>,
     /// The target it is compiled for.
     pub target: Target,
-    /// Its cache key: nvcc version, target, flags, name, source and header contents.
+    /// How it is compiled (and so what its output is).
+    pub mode: CompileMode,
+    /// [`NVCC_ENV`] as the job runs with them (None: unset).
+    pub env: Vec<(String, Option<String>)>,
+    /// Its cache key: nvcc version, target, mode, flags, nvcc's environment, name, source and
+    /// every header's contents.
     pub key: String,
+}
+
+/// What every compile job of a build shares.
+#[derive(Debug, Clone)]
+pub struct CompileSettings<'a> {
+    /// nvcc flags (base, -I, -D, the project's own).
+    pub flags: &'a [String],
+    /// [`NVCC_ENV`] values.
+    pub env: &'a [(String, Option<String>)],
+    /// The compile mode.
+    pub mode: CompileMode,
+    /// The kernels directory (headers inside are keyed by relative name).
+    pub kernels_dir: &'a Path,
+    /// The project root (include directories inside are keyed relatively).
+    pub root: &'a Path,
 }
 
 /// One nvlink run: every compile output of one target linked into that target's module.
@@ -41,21 +89,32 @@ pub struct LinkJob {
     pub key: String,
 }
 
-/// The flags as the cache key sees them: an include directory inside the kernels directory is
-/// named relatively (its headers are keyed by content and relative name), so the same sources in
-/// another checkout or copy (CI's sandbox, a second worktree) hit the same entries; nvcc's output
-/// does not depend on where the sources lie (no `-lineinfo`/`-G`).
-fn key_flags(flags: &[String], kernels_dir: &Path) -> Vec<String> {
+/// The flags as the cache key sees them: an include directory inside the kernels directory or
+/// the project is named relatively (its headers are keyed by content and relative name), so the
+/// same sources in another checkout or copy (CI's sandbox, a second worktree) hit the same
+/// entries; nvcc's output does not depend on where the sources lie (no `-lineinfo`/`-G`).
+fn key_flags(flags: &[String], kernels_dir: &Path, root: &Path) -> Vec<String> {
     flags
         .iter()
         .map(|f| match f.strip_prefix("-I").map(Path::new) {
-            Some(dir) => match dir.strip_prefix(kernels_dir) {
-                Ok(rel) => format!("-I<kernels>/{}", rel.display()),
-                Err(_) => f.clone(),
+            Some(dir) => match (dir.strip_prefix(kernels_dir), dir.strip_prefix(root)) {
+                (Ok(rel), _) => format!("-I<kernels>/{}", rel.display()),
+                (_, Ok(rel)) => format!("-I<root>/{}", rel.display()),
+                _ => f.clone(),
             },
             None => f.clone(),
         })
         .collect()
+}
+
+/// A header's name in the key: relative to the kernels directory or the project root when
+/// inside them, else its full path (a header from elsewhere is keyed where it lies).
+fn header_label(h: &Path, kernels_dir: &Path, root: &Path) -> String {
+    match (h.strip_prefix(kernels_dir), h.strip_prefix(root)) {
+        (Ok(rel), _) => rel.display().to_string(),
+        (_, Ok(rel)) => format!("<root>/{}", rel.display()),
+        _ => h.display().to_string(),
+    }
 }
 
 impl CompileJob {
@@ -65,62 +124,91 @@ impl CompileJob {
         name: &str,
         headers: Vec<PathBuf>,
         target: Target,
-        flags: &[String],
+        settings: &CompileSettings<'_>,
         toolkit: &Toolkit,
-        kernels_dir: &Path,
     ) -> Result<CompileJob, BuildError> {
+        let (kernels_dir, root) = (settings.kernels_dir, settings.root);
+        let flags = key_flags(settings.flags, kernels_dir, root);
         let mut key = KeyBuilder::new("compile")
             .field("nvcc", toolkit.version.as_bytes())
             .field("target", target.name().as_bytes())
-            .field("flags", key_flags(flags, kernels_dir).join("\0").as_bytes())
-            .field("name", name.as_bytes())
-            .file("source", source)?;
+            .field("mode", settings.mode.as_str().as_bytes())
+            .field("flags", flags.join("\0").as_bytes());
+        for (var, value) in settings.env {
+            let v = value
+                .as_deref()
+                .map_or(b"\0unset".as_slice(), str::as_bytes);
+            key = key.field(&format!("env:{var}"), v);
+        }
+        key = key.field("name", name.as_bytes()).file("source", source)?;
         for h in &headers {
-            let rel = h.strip_prefix(kernels_dir).unwrap_or(h);
-            key = key.file(&format!("header:{}", rel.display()), h)?;
+            let label = header_label(h, kernels_dir, root);
+            key = key.file(&format!("header:{label}"), h)?;
         }
         Ok(CompileJob {
             source: source.to_path_buf(),
             name: name.to_string(),
             headers,
             target,
+            mode: settings.mode,
+            env: settings.env.to_vec(),
             key: key.finish(),
         })
     }
 
-    /// The cache extension of its output: `cubin` for SASS, `lto.o` (LTO IR) for PTX.
+    /// The cache extension of its output: `cubin` for SASS; for PTX `ptx` (whole program) or
+    /// `lto.fatbin` (LTO IR for the device link).
     pub fn ext(&self) -> &'static str {
-        match self.target.kind {
-            TargetKind::Sass => "cubin",
-            TargetKind::Ptx => "lto.o",
+        match (self.target.kind, self.mode) {
+            (TargetKind::Sass, _) => "cubin",
+            (TargetKind::Ptx, CompileMode::Whole) => "ptx",
+            (TargetKind::Ptx, _) => "lto.fatbin",
         }
     }
 
-    /// nvcc's arguments: the common `flags`, the target's `-gencode`, `-o output`, the source.
+    /// nvcc's arguments: the common `flags`, the device-only output kind and the target's
+    /// `-gencode`, `-o output`, the source.
     pub fn args(&self, flags: &[String], output: &Path) -> Vec<String> {
         let a = self.target.arch;
         let mut args: Vec<String> = flags.to_vec();
-        match self.target.kind {
-            TargetKind::Sass => {
-                args.extend(["-cubin".into(), "-rdc=true".into(), "-gencode".into()]);
-                args.push(format!("arch={},code={}", a.compute(), a.sm()));
-            }
-            TargetKind::Ptx => {
-                args.extend(["-dc".into(), "-gencode".into()]);
-                args.push(format!("arch={},code=lto_{}", a.compute(), a.short()));
-            }
-        }
+        let linking = match self.mode {
+            CompileMode::Linkable => Some("-ewp"),
+            CompileMode::Relocatable => Some("-rdc=true"),
+            CompileMode::Whole => None,
+        };
+        let (kind, code) = match (self.target.kind, linking) {
+            (TargetKind::Sass, _) => ("-cubin", a.sm()),
+            (TargetKind::Ptx, None) => ("-ptx", a.compute()),
+            (TargetKind::Ptx, Some(_)) => ("-fatbin", format!("lto_{}", a.short())),
+        };
+        args.push(kind.into());
+        args.extend(linking.map(String::from));
+        args.push("-gencode".into());
+        args.push(format!("arch={},code={code}", a.compute()));
         args.push("-o".into());
         args.push(output.display().to_string());
         args.push(self.source.display().to_string());
         args
     }
 
-    /// The nvcc command writing this job's output to `output`.
+    /// The nvcc command writing this job's output to `output`, with nvcc's own environment
+    /// variables set to exactly what the key holds.
     pub fn command(&self, toolkit: &Toolkit, flags: &[String], output: &Path) -> Command {
         let mut cmd = Command::new(&toolkit.nvcc);
         cmd.args(self.args(flags, output));
+        for (var, value) in &self.env {
+            match value {
+                Some(v) => cmd.env(var, v),
+                None => cmd.env_remove(var),
+            };
+        }
         cmd
+    }
+
+    /// Where nvcc's warnings for this job's cache entry are kept (shown on every build until
+    /// the source changes, as cargo replays a crate's warnings).
+    pub fn warnings_path(&self, cache: &Cache) -> PathBuf {
+        cache.path(&self.key, "warnings")
     }
 
     /// Runs nvcc, writing `staging`; a failure carries nvcc's diagnostics and the command.
@@ -128,6 +216,7 @@ impl CompileJob {
         &self,
         toolkit: &Toolkit,
         flags: &[String],
+        cache: &Cache,
         staging: &Path,
     ) -> Result<(), BuildError> {
         let args = self.args(flags, staging);
@@ -139,6 +228,14 @@ impl CompileJob {
                 message: e.to_string(),
             })?;
         if out.status.success() {
+            let warnings = String::from_utf8_lossy(&out.stderr);
+            let path = self.warnings_path(cache);
+            if warnings.trim().is_empty() {
+                let _ = std::fs::remove_file(&path);
+            } else {
+                std::fs::write(&path, warnings.trim_end())
+                    .map_err(io(format!("writing {}", path.display())))?;
+            }
             return Ok(());
         }
         let mut diagnostics = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
@@ -169,6 +266,19 @@ impl LinkJob {
             inputs: inputs.into_iter().map(|(_, p)| p).collect(),
             key: key.finish(),
         }
+    }
+
+    /// The key the link actually runs under: the inputs' bytes, not their keys, so an edit that
+    /// leaves every compiled object the same (a comment) relinks nothing. Known only once the
+    /// compiles ran; [`LinkJob::key`] (from the inputs' keys) names the plan's output.
+    pub fn bytes_key(&self, toolkit: &Toolkit) -> Result<String, BuildError> {
+        let mut key = KeyBuilder::new("link-bytes")
+            .field("nvcc", toolkit.version.as_bytes())
+            .field("target", self.target.name().as_bytes());
+        for input in &self.inputs {
+            key = key.file("input", input)?;
+        }
+        Ok(key.finish())
     }
 
     /// The cache extension of the module: `cubin` for SASS, `ptx` for a `+PTX` target.
@@ -210,7 +320,20 @@ impl LinkJob {
         staging: &Path,
     ) -> Result<(), BuildError> {
         let mut cmd = self.command(toolkit, cache, staging)?;
-        crate::plan::run_tool(&mut cmd, &format!("nvlink for {}", self.target))
+        crate::plan::run_tool(&mut cmd, &format!("nvlink for {}", self.target)).map_err(|e| {
+            match e {
+                BuildError::Tool { tool, message } if message.contains("Undefined reference") => {
+                    BuildError::Tool {
+                        tool,
+                        message: format!(
+                            "{message}\n  a kernel calls a device function defined in another source file: \
+                             declare `rdc = true` in [package.metadata.kiln.kernels] (relocatable device code)"
+                        ),
+                    }
+                }
+                other => other,
+            }
+        })
     }
 }
 
@@ -269,13 +392,21 @@ mod tests {
         let a = key_flags(
             &flags("/home/a/kiln/kernels"),
             Path::new("/home/a/kiln/kernels"),
+            Path::new("/home/a/kiln"),
         );
         let b = key_flags(
             &flags("/tmp/sandbox/src/kernels"),
             Path::new("/tmp/sandbox/src/kernels"),
+            Path::new("/tmp/sandbox/src"),
         );
         assert_eq!(a, b);
         assert_eq!(a[1], "-I<kernels>/include");
         assert_eq!(a[2], "-I/opt/cuda/include");
+        let shared = key_flags(
+            &["-I/home/a/lib/common".to_string()],
+            Path::new("/home/a/lib/kernels"),
+            Path::new("/home/a/lib"),
+        );
+        assert_eq!(shared, ["-I<root>/common"]);
     }
 }

@@ -86,6 +86,7 @@ pub mod deps;
 pub mod derived_manifest;
 mod error;
 pub mod fatbin;
+pub mod gates;
 pub mod jobs;
 pub mod nix_matrix;
 pub mod plan;

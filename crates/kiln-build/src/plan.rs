@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::Cache;
 use crate::error::BuildError;
-use crate::jobs::{CompileJob, LinkJob};
+use crate::jobs::{CompileJob, CompileMode, CompileSettings, LinkJob};
 use crate::rust::{self, KernelRustc, MergeJob, PtxasJob, RustPtxJob};
 use crate::toolkit::Toolkit;
 
@@ -116,10 +116,14 @@ pub struct BuildPlan {
     pub toolkit: Toolkit,
     /// The nvcc flags every compile job shares.
     pub flags: Vec<String>,
+    /// How every source is compiled; [`CompileMode::Whole`] means one module per source.
+    pub mode: CompileMode,
     /// The cache the jobs' outputs are keyed into.
     pub cache: Cache,
     /// The `.cu` sources, one compile per target each.
     pub sources: Vec<PathBuf>,
+    /// The kernels directory (source names are relative to it).
+    pub kernels_dir: PathBuf,
     /// The matrix's targets: SASS ones and `+PTX` ones.
     pub targets: Vec<Target>,
     /// nvcc compiles, one per (source, target).
@@ -138,10 +142,16 @@ pub struct PlanInputs<'a> {
     pub toolkit: Toolkit,
     /// The nvcc flags every compile job gets.
     pub flags: Vec<String>,
+    /// nvcc's own environment variables ([`crate::jobs::NVCC_ENV`]) as the jobs run with them.
+    pub nvcc_env: Vec<(String, Option<String>)>,
+    /// How the sources are compiled (and so whether there is a device link).
+    pub mode: CompileMode,
     /// The cache the jobs' outputs are keyed into.
     pub cache: Cache,
     /// The kernels directory; paths under it are keyed relative to it.
     pub kernels_dir: &'a Path,
+    /// The project root; include directories and headers under it are keyed relative to it.
+    pub root: &'a Path,
     /// Each source with the project headers it reads.
     pub sources: Vec<(PathBuf, Vec<PathBuf>)>,
     /// The targets to build, from the arch matrix.
@@ -155,6 +165,20 @@ pub struct PlanInputs<'a> {
 impl BuildPlan {
     /// Keys every job (reading every source and header), without running anything.
     pub fn new(mut i: PlanInputs<'_>) -> Result<BuildPlan, BuildError> {
+        if i.mode == CompileMode::Whole && i.rust.is_some() {
+            return Err(BuildError::Env(
+                "modules = \"per-source\" with a kernels/rust crate is not supported yet: \
+                 build the Rust kernels in one module (the default)"
+                    .into(),
+            ));
+        }
+        let settings = CompileSettings {
+            flags: &i.flags,
+            env: &i.nvcc_env,
+            mode: i.mode,
+            kernels_dir: i.kernels_dir,
+            root: i.root,
+        };
         let mut compiles = Vec::new();
         for (source, headers) in &i.sources {
             let name = source_name(source, i.kernels_dir);
@@ -164,9 +188,8 @@ impl BuildPlan {
                     &name,
                     headers.clone(),
                     *t,
-                    &i.flags,
+                    &settings,
                     &i.toolkit,
-                    i.kernels_dir,
                 )?);
             }
         }
@@ -186,12 +209,17 @@ impl BuildPlan {
             }
             None => None,
         };
-        let links = link_jobs(&i, &compiles, rust.as_ref());
+        let links = match i.mode {
+            CompileMode::Whole => Vec::new(),
+            _ => link_jobs(&i, &compiles, rust.as_ref()),
+        };
         let mut plan = BuildPlan {
             toolkit: i.toolkit,
             flags: i.flags,
+            mode: i.mode,
             cache: i.cache,
             sources: i.sources.into_iter().map(|(s, _)| s).collect(),
+            kernels_dir: i.kernels_dir.to_path_buf(),
             targets: i.targets,
             compiles,
             rust,
@@ -219,6 +247,31 @@ impl BuildPlan {
             .collect()
     }
 
+    /// Per-source modules ([`CompileMode::Whole`]): each source's name, stem and its targets'
+    /// outputs, in source order.
+    pub fn source_modules(&self) -> Vec<SourceModule> {
+        (self.sources.iter())
+            .map(|src| {
+                let outputs = (self.compiles.iter())
+                    .filter(|j| &j.source == src)
+                    .map(|j| (j.target, self.cache.path(&j.key, j.ext())))
+                    .collect();
+                SourceModule {
+                    name: source_name(src, &self.kernels_dir),
+                    stem: module_stem(src, &self.kernels_dir),
+                    outputs,
+                }
+            })
+            .collect()
+    }
+
+    /// Where a per-source module's fatbin is written: beside the combined fatbin, under
+    /// `modules/<stem>.fatbin`.
+    pub fn module_fatbin(&self, stem: &str) -> PathBuf {
+        let dir = self.fatbin.parent().unwrap_or(Path::new("."));
+        dir.join("modules").join(format!("{stem}.fatbin"))
+    }
+
     /// The plan as data, every job with its exact command.
     pub fn to_plan(&self) -> Result<Plan, BuildError> {
         let mut jobs: Vec<PlannedJob> = self.compiles.iter().map(|j| self.compile(j)).collect();
@@ -236,7 +289,15 @@ impl BuildPlan {
         {
             jobs.push(self.merge(r, m));
         }
-        jobs.push(self.combine());
+        match self.mode {
+            CompileMode::Whole => {
+                for m in self.source_modules() {
+                    let out = self.module_fatbin(&m.stem);
+                    jobs.push(self.combine_job(format!("combine:{}", m.name), m.outputs, out));
+                }
+            }
+            _ => jobs.push(self.combine_job("combine".into(), self.modules(), self.fatbin.clone())),
+        }
         Ok(Plan {
             format: 2,
             cache_dir: self.cache.dir.clone(),
@@ -296,20 +357,30 @@ impl BuildPlan {
         p
     }
 
-    fn combine(&self) -> PlannedJob {
-        let modules = self.modules();
-        let cmd = crate::fatbin::command(&self.toolkit, &modules, &self.fatbin);
+    fn combine_job(&self, id: String, modules: Vec<(Target, PathBuf)>, out: PathBuf) -> PlannedJob {
+        let cmd = crate::fatbin::command(&self.toolkit, &modules, &out);
         let inputs = modules.into_iter().map(|(_, p)| p).collect();
-        let output = self.fatbin.clone();
-        planned(
-            "combine".into(),
-            Stage::Combine,
-            String::new(),
-            inputs,
-            &cmd,
-            output,
-        )
+        planned(id, Stage::Combine, String::new(), inputs, &cmd, out)
     }
+}
+
+/// One source's module in a per-source build.
+#[derive(Debug, Clone)]
+pub struct SourceModule {
+    /// The source's name relative to the kernels directory ("sub/softmax.cu").
+    pub name: String,
+    /// The module's name: the relative path without `.cu`, `/` as `_` ("sub_softmax").
+    pub stem: String,
+    /// Each target's whole-program output.
+    pub outputs: Vec<(Target, PathBuf)>,
+}
+
+fn module_stem(source: &Path, kernels_dir: &Path) -> String {
+    let rel = source.strip_prefix(kernels_dir).unwrap_or(source);
+    rel.with_extension("")
+        .display()
+        .to_string()
+        .replace(['/', '\\'], "_")
 }
 
 /// Per target: the C++ objects of that target, then the Rust object for a SASS target.

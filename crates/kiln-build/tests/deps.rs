@@ -1,4 +1,5 @@
-//! The textual include scan agrees with nvcc's own preprocessor (`-MM`) on the real kernels.
+//! The textual include scan agrees with nvcc's own preprocessor (`-MM`) on the real kernels and
+//! on the kernel-library fixture (headers outside kernels/, toolkit headers left out).
 
 mod common;
 
@@ -15,9 +16,14 @@ fn textual_scan_matches_nvcc_mm_on_every_kernel() {
         .collect();
     sources.sort();
     assert!(sources.len() >= 7);
+    let fixture = common::repo_root().join("checks/kernel-library/kernels");
+    for f in ["affine.cu", "unary.cu", "fp8.cu"] {
+        sources.push(fixture.join(f));
+    }
+    let home = nvcc.parent().unwrap().parent().unwrap().to_path_buf();
     for s in &sources {
-        let textual = kiln_build::deps::project_headers(&nvcc, s, &flags, &kernels).unwrap();
-        let mm = kiln_build::deps::preprocessor_headers(&nvcc, s, &flags, &kernels).unwrap();
+        let textual = kiln_build::deps::headers(&nvcc, s, &flags, &home).unwrap();
+        let mm = kiln_build::deps::preprocessor_headers(&nvcc, s, &flags, &home).unwrap();
         assert_eq!(textual, mm, "{}", s.display());
         assert!(
             !textual.is_empty(),

@@ -32,6 +32,8 @@ pub struct Aligned<T: ?Sized>(pub T);
 /// given visibility (none: private):
 ///
 /// - `fn fatbin() -> &'static [u8]`: the fatbin, 8-byte aligned as `cuModuleLoadData` requires;
+/// - `fn module(name: &str) -> Option<&'static [u8]>` and `const MODULES`: each module's
+///   fatbin (per source file with `modules = "per-source"`; one, `"kernels"`, otherwise);
 /// - `const MANIFEST_JSON: &str`: the build manifest kiln-build wrote.
 ///
 /// Call it once per crate, at module level (it also defines the statics `FATBIN` and
@@ -53,6 +55,22 @@ macro_rules! embed {
         $vis fn fatbin() -> &'static [u8] {
             &FATBIN.0
         }
+
+        /// One module's fatbin by name, 8-byte aligned: the source file's stem in a build with
+        /// `modules = "per-source"` (each loaded on its own, e.g. lazily), `"kernels"` (the
+        /// whole fatbin) in a one-module build.
+        #[allow(dead_code)]
+        $vis fn module(name: &str) -> ::core::option::Option<&'static [u8]> {
+            MODULES
+                .iter()
+                .find(|m| m.0 == name)
+                .map(|&(_, offset, len)| &FATBIN.0[offset..offset + len])
+        }
+
+        /// Every module: (name, offset, length) inside [`fatbin`]'s bytes.
+        #[allow(dead_code)]
+        $vis const MODULES: &[(&str, usize, usize)] =
+            &include!(concat!(env!("OUT_DIR"), "/kernels.modules.rs"));
 
         /// The build manifest (JSON) written by kiln-build.
         $vis const MANIFEST_JSON: &str =
