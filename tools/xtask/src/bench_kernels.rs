@@ -1,6 +1,8 @@
 //! `cargo xtask bench-kernels`: kernels/ built three ways, side by side in one run:
 //! kiln-build (per (file, target) jobs + nvlink + fatbinary), one nvcc call per source with
 //! every -gencode flag, and that with `--threads 0`. Reported as ratios to kiln-build.
+//! `--project DIR` benches another project's kernels the same way (its own table: matrix,
+//! kernels dir, include dirs, definitions, module layout), e.g. `checks/kernel-library`.
 //!
 //! Like for like: both sides build the CUDA C++ sources (`kernels/*.cu` + `kernels/include/`),
 //! copied into a scratch directory; the Rust kernel crate has no nvcc counterpart and is left
@@ -18,11 +20,16 @@ use kiln_pins::{Pins, TargetKind};
 use crate::bootstrap;
 use crate::toolchain::{pins, repo_root, run_checked};
 
-/// The source edited for the one-file rebuild (the largest one, the worst case).
+/// The source edited for the one-file rebuild of kiln's kernels (the largest one, the worst
+/// case); for another project, its largest source.
 const EDITED: &str = "softmax.cu";
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// Bench this project (a directory with a Cargo.toml holding a kiln table) instead of
+    /// kiln's own kernels.
+    #[arg(long)]
+    pub project: Option<std::path::PathBuf>,
     /// Rounds; each round runs all three once, in rotating order. The median is reported.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
@@ -40,15 +47,36 @@ struct Times {
 
 pub fn run(args: Args) -> Result<()> {
     let layout = bootstrap::ensure_in_process()?;
-    let pins = pins()?;
     let nvcc = layout.cuda_home().join("bin/nvcc");
     let scratch = tempfile::tempdir()?;
-    let kernels = scratch.path().join("kernels");
-    copy_cuda_sources(&repo_root().join("kernels"), &kernels)?;
+    let (pins, kernels) = match &args.project {
+        None => {
+            let kernels = scratch.path().join("kernels");
+            copy_cuda_sources(&repo_root().join("kernels"), &kernels)?;
+            (pins()?, kernels)
+        }
+        Some(dir) => {
+            let root = scratch.path().join("project");
+            copy_project(dir, &root)?;
+            let pins = Pins::load(&root.join("Cargo.toml"))?;
+            let kernels = root.join(&pins.kernels.dir);
+            (pins, kernels)
+        }
+    };
+    let edited = match &args.project {
+        None => EDITED.to_string(),
+        Some(_) => largest_source(&kernels)?,
+    };
+    let env_nvcc = nvcc.clone();
     let kiln = |out: &Path, cache: &Path| -> Result<kiln_build::Summary> {
+        let nvcc = env_nvcc.clone();
         Ok(
             kiln_build::KernelBuild::new(pins.clone(), kernels.clone(), out.to_path_buf())
                 .cache_dir(cache.to_path_buf())
+                .env(move |k| match k {
+                    "KILN_NVCC" => Some(nvcc.clone().into_os_string()),
+                    _ => std::env::var_os(k),
+                })
                 .bindgen(false)
                 .progress(false)
                 .run()?
@@ -67,11 +95,13 @@ pub fn run(args: Args) -> Result<()> {
                     let s = timed_with(|| kiln(&out, &cache))?;
                     anyhow::ensure!(s.1.compiled == 0, "no-op rebuild compiled {}", s.1.compiled);
                     noop.kiln.push(s.0);
-                    let edited = kernels.join(EDITED);
+                    let edited = kernels.join(&edited);
                     let original = std::fs::read(&edited)?;
+                    // A real edit (a comment would leave the objects' bytes, and so the link, as
+                    // they were): one more definition the compiler must see.
                     std::fs::write(
                         &edited,
-                        [&original[..], format!("\n// edit {round}\n").as_bytes()].concat(),
+                        [&original[..], format!("\n#define KILN_BENCH_EDIT_{round} 1\n").as_bytes()].concat(),
                     )?;
                     let s = timed_with(|| kiln(&out, &cache));
                     std::fs::write(&edited, &original)?;
@@ -87,8 +117,9 @@ pub fn run(args: Args) -> Result<()> {
                 _ => {
                     let t0 = which == 2;
                     let c = timed(|| monolithic(&nvcc, &pins, &kernels, tmp.path(), t0, None))?;
-                    let e =
-                        timed(|| monolithic(&nvcc, &pins, &kernels, tmp.path(), t0, Some(EDITED)))?;
+                    let e = timed(|| {
+                        monolithic(&nvcc, &pins, &kernels, tmp.path(), t0, Some(&edited))
+                    })?;
                     let (cv, ev, nv) = if t0 {
                         (&mut clean.nvcc0, &mut edit.nvcc0, &mut noop.nvcc0)
                     } else {
@@ -107,7 +138,8 @@ pub fn run(args: Args) -> Result<()> {
     let rows = [("clean", clean), ("edit", edit), ("noop", noop)]
         .map(|(name, mut t)| (name, med(&mut t.kiln), med(&mut t.nvcc), med(&mut t.nvcc0)));
     if args.json {
-        let mut j = serde_json::json!({"rounds": args.rounds, "cpus": cpus, "edited": EDITED});
+        let mut j = serde_json::json!({"rounds": args.rounds, "cpus": cpus, "edited": edited,
+            "project": args.project.as_ref().map(|p| p.display().to_string())});
         for (name, k, n, n0) in rows {
             j[name] = serde_json::json!({"kiln_build_s": k, "nvcc_gencode_s": n,
                 "nvcc_gencode_threads0_s": n0, "ratio_kiln_over_nvcc": k / n,
@@ -115,8 +147,12 @@ pub fn run(args: Args) -> Result<()> {
         }
         println!("{j}");
     } else {
+        let what = match &args.project {
+            Some(p) => format!("{} [{}]", p.display(), pins.matrix),
+            None => "kiln's CUDA C++ sources".to_string(),
+        };
         println!(
-            "kernel builds (CUDA C++ sources), median of {} rounds, {cpus} CPUs; ratio = kiln-build / nvcc:",
+            "kernel builds ({what}), median of {} rounds, {cpus} CPUs; ratio = kiln-build / nvcc:",
             args.rounds
         );
         println!(
@@ -126,7 +162,7 @@ pub fn run(args: Args) -> Result<()> {
         for (name, k, n, n0) in rows {
             let label = match name {
                 "clean" => "clean build".to_string(),
-                "edit" => format!("edit {EDITED}"),
+                "edit" => format!("edit {edited}"),
                 _ => "no-op rebuild".to_string(),
             };
             println!(
@@ -173,6 +209,40 @@ fn copy_cuda_sources(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A project's sources (everything but `target/`) into `to`.
+fn copy_project(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let e = e?;
+        let (p, name) = (e.path(), e.file_name());
+        if name == "target" || name == "cache" {
+            continue;
+        }
+        if p.is_dir() {
+            copy_project(&p, &to.join(&name))?;
+        } else {
+            std::fs::copy(&p, to.join(&name))?;
+        }
+    }
+    Ok(())
+}
+
+/// The largest `.cu` in `kernels` (the worst one-file edit).
+fn largest_source(kernels: &Path) -> Result<String> {
+    let mut best: Option<(u64, String)> = None;
+    for e in std::fs::read_dir(kernels)?.flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "cu") {
+            let len = e.metadata()?.len();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if best.as_ref().is_none_or(|(l, _)| len > *l) {
+                best = Some((len, name));
+            }
+        }
+    }
+    best.map(|(_, n)| n).context("no .cu source to edit")
+}
+
 /// One nvcc call per source with every target's -gencode, the way most build scripts do it
 /// (`only`: just that source, the rerun after an edit).
 fn monolithic(
@@ -194,6 +264,13 @@ fn monolithic(
         let mut cmd = Command::new(nvcc);
         cmd.args(["-std=c++17", "-O3", "-fatbin"])
             .arg(format!("-I{}", kernels.join("include").display()));
+        // The project's own flags, as kiln-build passes them.
+        let k = &pins.kernels;
+        for d in &k.include_dirs {
+            cmd.arg(format!("-I{}", pins.root().join(d).display()));
+        }
+        cmd.args(k.defines.iter().map(|d| format!("-D{d}")));
+        cmd.args(&k.nvcc_flags);
         for t in pins.matrix.targets() {
             let a = t.arch;
             let code = match t.kind {
