@@ -10,12 +10,12 @@
 //! | id | scope | what it checks |
 //! |----|-------|----------------|
 //! | `pins` | both | where the pins came from: the workspace Cargo.toml above the current directory, `--pins PATH`, or (warn) the pins this kiln was built with |
-//! | `toolchain.nvcc` | build | nvcc found (KILN_NVCC, CUDA_HOME, CUDA_PATH, PATH, `.toolchain/`) and its version equals the pin |
+//! | `toolchain.nvcc` | build | nvcc found (KILN_NVCC, CUDA_HOME, CUDA_PATH, PATH, the bootstrap's install) and its version is one the project accepts: its `[…kernels] cuda` range, else exactly the pin |
 //! | `toolchain.cuda-targets` | build | `nvcc --list-gpu-code` covers every matrix target (and fatbinary/nvlink sit next to nvcc) |
 //! | `toolchain.host-compiler` | build | nvcc accepts the host compiler: a kernel with host code compiles |
-//! | `toolchain.libclang` | build | libclang loads as bindgen loads it, has the pinned major, and `<stddef.h>` resolves (resource dir) |
+//! | `toolchain.libclang` | build | libclang loads as bindgen loads it, has the pinned major, and `<stddef.h>` resolves (resource dir); skipped when bindgen will not run (no `*.h` in `<kernels dir>/include`) |
 //! | `toolchain.rustc` | build | rustc stable >= the workspace rust-version, or the flake's pinned nightly |
-//! | `toolchain.kernel-rustc` | build | the rustc for kernels/rust (nvptx64): the pinned `kernel-rustc` release or the flake's nightly, with rust-src and cargo beside it |
+//! | `toolchain.kernel-rustc` | build | the rustc for kernels/rust (nvptx64): the pinned `kernel-rustc` release or the flake's nightly, with rust-src and cargo beside it; skipped without `<kernels dir>/rust/Cargo.toml` |
 //! | `toolchain.maturin` | build | maturin found and pinned (missing: warn, only the wheel needs it) |
 //! | `driver.libcuda` | run | `libcuda.so.1` loads (by that exact name), and from where |
 //! | `driver.init` | run | cuInit(0) succeeds (CUDA_ERROR_STUB_LIBRARY = a stub, explained) |
@@ -26,7 +26,7 @@
 //! | `trap.stub-libcuda` | both | per stub found (subject: its path): the toolkit's stub libcuda where the dynamic loader looks |
 //! | `trap.unversioned-libcuda` | run | what `dlopen("libcuda.so")` would pick, compared with libcuda.so.1 |
 //! | `trap.cuda-home` | build | CUDA_HOME / CUDA_PATH hold the same nvcc version as the nvcc on PATH |
-//! | `trap.runtime-lib` | run | per pinned runtime library (subject: cudart, cublas, cudnn, nccl): its sonames are reachable, the release installed (the owning `nvidia-*` wheel's dist-info) is inside the range the wheel declares; one the wheel does not require is skipped when absent |
+//! | `trap.runtime-lib` | run | per pinned runtime library (subject: cudart, cublas, cudnn, nccl): its sonames are reachable, the release installed (the owning `nvidia-*` wheel's dist-info) is inside the range the wheel declares; one the wheel does not require is skipped when absent; a consumer whose table states no `runtime` gets one skip ("not asked for by <its Cargo.toml>"), not kiln's list |
 //! | `link.driver-api` | build | a shared library calling cuMem* links `-lcuda`, and an executable linked against it finds libcuda.so.1; skipped when there is nothing to link against (no driver, no stub) |
 //!
 //! Facts (`facts` in JSON, only where listed): `toolchain.nvcc` {path, version};
@@ -54,6 +54,14 @@
 //! or one waived with [`Options::skip`] / `--skip ID`). [`Mode::RuntimeOnly`] turns failures of build-scope checks into
 //! warnings (a machine that only runs artifacts); [`Mode::BuildOnly`] does the same for
 //! run-scope checks (a build machine without a GPU).
+//!
+//! # A consumer project
+//!
+//! A project whose kiln table is layered over kiln's (it states only its own keys, e.g.
+//! `archs`) is checked for what *it* asks for: the runtime libraries only when its table states
+//! `runtime`, libclang only when bindgen will run, the kernel rustc only for Rust kernels; and
+//! every fix names its route (`kiln bootstrap`, the per-user install, `nix develop`), never
+//! kiln's own `cargo xtask bootstrap` or `.toolchain/` ([`kiln_toolchain::Route`]).
 //!
 //! # Without a workspace
 //!
@@ -83,6 +91,7 @@ mod traps;
 use std::path::{Path, PathBuf};
 
 use kiln_pins::{Pins, PinsError};
+use kiln_toolchain::Route;
 
 pub use env::{Env, LoaderPath};
 pub use gpu_coverage::{coverage, ptx_isa_of_cuda, Coverage};
@@ -164,7 +173,10 @@ pub enum DoctorError {
     UnknownCheck(String),
 }
 
-fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>), DoctorError> {
+/// The pins, their `pins` check, the manifest they came from, and the toolchain route: the
+/// pins' own ([`Route::of`]), but a consumer's when they are kiln's built-in ones (no project
+/// here, so no `cargo xtask` either).
+fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>, Route), DoctorError> {
     match source {
         PinsSource::File(path) => {
             let pins = Pins::load(path).map_err(|source| DoctorError::Pins {
@@ -176,7 +188,8 @@ fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>), D
                 Scope::Both,
                 format!("pins from {} (--pins)", path.display()),
             );
-            Ok((pins, check, Some(path.clone())))
+            let route = Route::of(&pins);
+            Ok((pins, check, Some(path.clone()), route))
         }
         PinsSource::Discover(dir) => match Pins::discover(dir) {
             Ok(pins) => {
@@ -186,7 +199,8 @@ fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>), D
                     format!("pins from {}", pins.manifest.display()),
                 );
                 let path = pins.manifest.clone();
-                Ok((pins, check, Some(path)))
+                let route = Route::of(&pins);
+                Ok((pins, check, Some(path), route))
             }
             Err(e) => {
                 let pins =
@@ -206,8 +220,8 @@ fn resolve_pins(source: &PinsSource) -> Result<(Pins, Check, Option<PathBuf>), D
                         pins.min_driver
                     ),
                 )
-                .with_fix("run inside the kiln workspace, or pass --pins path/to/Cargo.toml");
-                Ok((pins, check, None))
+                .with_fix("run inside a project with a kiln table ([package.metadata.kiln]) or kiln's workspace, or pass --pins path/to/Cargo.toml");
+                Ok((pins, check, None, Route::Consumer))
             }
         },
     }
@@ -219,7 +233,7 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
     if let Some(unknown) = opts.skip.iter().find(|s| !CHECK_IDS.contains(&s.as_str())) {
         return Err(DoctorError::UnknownCheck(unknown.clone()));
     }
-    let (pins, pins_check, pins_path) = resolve_pins(&opts.pins)?;
+    let (pins, pins_check, pins_path, route) = resolve_pins(&opts.pins)?;
     let env = &opts.env;
     let workspace = pins_path
         .as_deref()
@@ -228,16 +242,17 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
         .to_path_buf();
     let mut checks = vec![pins_check];
 
-    checks.extend(toolchain_checks::nvcc_checks(env, &pins));
+    checks.extend(toolchain_checks::nvcc_checks(env, &pins, route));
     checks.push(toolchain_checks::libclang(
         env,
         &pins,
         &workspace,
         opts.probe.as_ref(),
+        route,
     ));
     checks.push(toolchain_checks::rustc(env, &pins));
     checks.push(toolchain_checks::kernel_rustc(env, &pins));
-    checks.push(toolchain_checks::maturin(env, &pins, &workspace));
+    checks.push(toolchain_checks::maturin(env, &pins, route));
 
     let driver = driver::probe();
     checks.extend(gpu::checks(&pins, &driver));
@@ -246,7 +261,7 @@ pub fn run(opts: &Options) -> Result<Report, DoctorError> {
     let declared = declared(&pins, &workspace, python.as_ref().ok());
     let loader = LoaderPath::from_env(env);
     checks.extend(traps::libcuda(env, &loader, &driver, opts.probe.as_ref()));
-    checks.push(traps::cuda_home(env));
+    checks.push(traps::cuda_home(env, route));
     checks.extend(traps::runtime_libs(
         env,
         &loader,

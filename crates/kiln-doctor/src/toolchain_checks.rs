@@ -1,19 +1,17 @@
-//! Build-side checks: nvcc (version = pin, every matrix target), the host compiler nvcc drives,
-//! libclang for bindgen, rustc and maturin.
+//! Build-side checks: nvcc (a release the project accepts, every matrix target), the host
+//! compiler nvcc drives, libclang for bindgen, rustc and maturin. Fixes name the project's
+//! [`Route`]: `cargo xtask bootstrap` only in kiln's own checkout, `kiln bootstrap` elsewhere.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kiln_pins::Pins;
-use kiln_toolchain::kernel_rustc;
 use kiln_toolchain::nvcc as toolkit;
-use kiln_toolchain::ToolchainError;
+use kiln_toolchain::{kernel_rustc, needs, Route, ToolchainError};
 
 use crate::env::Env;
 use crate::probe::{self, LibclangProbe, ProbeCommand};
 use crate::report::{Check, Scope};
-
-const BOOTSTRAP_FIX: &str = "install the pinned toolchain: `kiln bootstrap` then `source \"$(kiln bootstrap --env-file)\"` (in a kiln checkout: `cargo xtask bootstrap` then `source .toolchain/env`; no Nix), or `nix develop`";
 
 /// Runs `program args` and returns stdout+stderr, or why it could not run.
 pub(crate) fn capture(cmd: &mut Command) -> Result<(bool, String), String> {
@@ -50,7 +48,7 @@ pub(crate) fn locate_nvcc(env: &Env, pins: &Pins) -> Result<PathBuf, ToolchainEr
 }
 
 /// `toolchain.nvcc`, `toolchain.cuda-targets`, `toolchain.host-compiler`.
-pub fn nvcc_checks(env: &Env, pins: &Pins) -> Vec<Check> {
+pub fn nvcc_checks(env: &Env, pins: &Pins, route: Route) -> Vec<Check> {
     const DEP: &str = "needs a working nvcc (toolchain.nvcc failed)";
     let skipped = |c: Vec<Check>| {
         let mut c = c;
@@ -64,7 +62,7 @@ pub fn nvcc_checks(env: &Env, pins: &Pins) -> Vec<Check> {
             let msg = e.to_string();
             let first = msg.lines().next().unwrap_or_default().to_string();
             return skipped(vec![
-                Check::fail("toolchain.nvcc", Scope::Build, first).with_fix(BOOTSTRAP_FIX)
+                Check::fail("toolchain.nvcc", Scope::Build, first).with_fix(route.install_fix())
             ]);
         }
     };
@@ -72,24 +70,39 @@ pub fn nvcc_checks(env: &Env, pins: &Pins) -> Vec<Check> {
         Ok(v) => v,
         Err(e) => {
             return skipped(vec![
-                Check::fail("toolchain.nvcc", Scope::Build, e).with_fix(BOOTSTRAP_FIX)
+                Check::fail("toolchain.nvcc", Scope::Build, e).with_fix(route.install_fix())
             ])
         }
     };
-    let pinned = &pins.toolchain.nvcc;
-    if &version != pinned {
-        return skipped(vec![Check::fail(
-            "toolchain.nvcc",
-            Scope::Build,
-            format!("nvcc at {} is {version}, but kiln pins nvcc {pinned} ([workspace.metadata.kiln.toolchain])", nvcc.display()),
-        )
-        .with_fix(BOOTSTRAP_FIX)
-        .with_fix("or point KILN_NVCC / CUDA_HOME at the pinned toolkit")]);
+    // The same rule and words as kiln-build's preflight: the project's `cuda` range, else the pin.
+    if let Err(e) = toolkit::check_version(&nvcc, &version, pins, route) {
+        let (message, fix) = match e {
+            ToolchainError::NvccVersion {
+                path,
+                found,
+                accepted,
+                fix,
+                ..
+            } => (
+                format!("nvcc at {} is {found}, but {accepted}", path.display()),
+                fix_line(&fix),
+            ),
+            other => (other.to_string(), route.install_fix()),
+        };
+        return skipped(vec![
+            Check::fail("toolchain.nvcc", Scope::Build, message).with_fix(fix)
+        ]);
     }
+    let pinned = &pins.toolchain.nvcc;
+    let which = match &pins.kernels.cuda {
+        _ if &version == pinned => "the pinned version".to_string(),
+        Some(range) => format!("inside the project's cuda range {range}; kiln pins {pinned}"),
+        None => "accepted".to_string(),
+    };
     let mut checks = vec![Check::ok(
         "toolchain.nvcc",
         Scope::Build,
-        format!("nvcc {version} at {} (the pinned version)", nvcc.display()),
+        format!("nvcc {version} at {} ({which})", nvcc.display()),
     )
     .with_fact("path", nvcc.display().to_string())
     .with_fact("version", version.clone())];
@@ -98,11 +111,20 @@ pub fn nvcc_checks(env: &Env, pins: &Pins) -> Vec<Check> {
         Ok(tk) => Check::ok(
             "toolchain.cuda-targets",
             Scope::Build,
-            format!("nvcc {} supports every matrix target: {}", tk.version, targets.join(" ")),
+            format!(
+                "nvcc {} supports every matrix target: {}",
+                tk.version,
+                targets.join(" ")
+            ),
         ),
-        Err(e @ ToolchainError::UnsupportedTarget { .. }) => Check::fail("toolchain.cuda-targets", Scope::Build, e.to_string())
-            .with_fix("drop that entry from `archs` in [workspace.metadata.kiln], or pin a toolkit that supports it"),
-        Err(e) => Check::fail("toolchain.cuda-targets", Scope::Build, e.to_string()).with_fix(BOOTSTRAP_FIX),
+        Err(e @ ToolchainError::UnsupportedTarget { .. }) => {
+            Check::fail("toolchain.cuda-targets", Scope::Build, e.to_string()).with_fix(format!(
+                "drop that entry from `archs` in {}, or use a toolkit that supports it",
+                pins.table("")
+            ))
+        }
+        Err(e) => Check::fail("toolchain.cuda-targets", Scope::Build, e.to_string())
+            .with_fix(route.install_fix()),
     });
     checks.push(host_compiler(env, pins, &nvcc));
     checks
@@ -180,6 +202,16 @@ pub fn host_compiler_from_dryrun(text: &str) -> Option<String> {
         .map(|p| p.trim_matches('"').to_string())
 }
 
+/// The error's advice (a sentence) as a fix line (a clause, like the others).
+fn fix_line(sentence: &str) -> String {
+    let s = sentence.trim_end_matches('.');
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map(|c| c.to_lowercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 pub(crate) fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text
         .lines()
@@ -190,9 +222,26 @@ pub(crate) fn last_lines(text: &str, n: usize) -> String {
 }
 
 /// `toolchain.libclang`: loads libclang the way bindgen will (in a child) and parses
-/// `#include <stddef.h>`, which only works when clang's resource directory is found.
-pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCommand>) -> Check {
+/// `#include <stddef.h>`, which only works when clang's resource directory is found. Only when
+/// bindgen will run: kiln-build runs it only for `*.h` headers in `<kernels dir>/include`.
+pub fn libclang(
+    env: &Env,
+    pins: &Pins,
+    workspace: &Path,
+    probe: Option<&ProbeCommand>,
+    route: Route,
+) -> Check {
     const ID: &str = "toolchain.libclang";
+    if needs::bindgen_headers(pins).is_empty() {
+        return Check::skip(
+            ID,
+            Scope::Build,
+            format!(
+                "bindgen will not run: no headers in {}/include (kiln-build runs it only for `*.h` there), so libclang is not needed",
+                pins.kernels.dir
+            ),
+        );
+    }
     let Some(probe) = probe else {
         return Check::skip(
             ID,
@@ -200,7 +249,8 @@ pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCo
             "no probe command to load libclang in isolation (library use without the kiln binary)",
         );
     };
-    // Same default as kiln-build: the bootstrap's libclang when LIBCLANG_PATH is unset.
+    // Same default as kiln-build: `<root>/.toolchain`'s libclang when LIBCLANG_PATH is unset
+    // (a consumer's per-user install is reached through its env file, as the fix says).
     let mut child_env = env.clone();
     let bootstrap = workspace.join(".toolchain/libclang/clang/native");
     if env.get("LIBCLANG_PATH").is_none() && bootstrap.join("libclang.so").exists() {
@@ -234,7 +284,7 @@ pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCo
                 Scope::Build,
                 format!("loading libclang crashed or failed: {e}"),
             )
-            .with_fix(BOOTSTRAP_FIX)
+            .with_fix(route.install_fix())
         }
     };
     if let Some(e) = p.error {
@@ -244,7 +294,7 @@ pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCo
             Scope::Build,
             format!("libclang not found (bindgen needs it): {first}"),
         )
-        .with_fix(BOOTSTRAP_FIX)
+        .with_fix(route.install_fix())
         .with_fix("or set LIBCLANG_PATH to the directory holding libclang.so");
     }
     let path = p
@@ -261,7 +311,7 @@ pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCo
                 pins.toolchain.clang_major
             ),
         )
-        .with_fix(BOOTSTRAP_FIX)
+        .with_fix(route.install_fix())
         .with_fix("or set LIBCLANG_PATH to a libclang of the pinned major");
     }
     if let Some(e) = p.stddef_error {
@@ -270,7 +320,7 @@ pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCo
             Scope::Build,
             format!("libclang {version} at {path} cannot resolve <stddef.h> with {resource_text}: {}", last_lines(&e, 2)),
         )
-        .with_fix("point bindgen at clang's resource dir: BINDGEN_EXTRA_CLANG_ARGS=-resource-dir=<dir with include/stddef.h> (`source .toolchain/env` sets it)");
+        .with_fix(format!("point bindgen at clang's resource dir: BINDGEN_EXTRA_CLANG_ARGS=-resource-dir=<dir with include/stddef.h> ({} sets it)", route.source_env()));
     }
     Check::ok(
         ID,
@@ -281,9 +331,19 @@ pub fn libclang(env: &Env, pins: &Pins, workspace: &Path, probe: Option<&ProbeCo
 
 /// `toolchain.kernel-rustc`: the rustc that compiles kernels/rust for nvptx64 (the pinned
 /// `kernel-rustc` release or the flake's nightly, with rust-src and cargo beside it), found
-/// exactly as kiln-build finds it.
+/// exactly as kiln-build finds it. Only for a project with Rust kernels (`<kernels dir>/rust`).
 pub fn kernel_rustc(env: &Env, pins: &Pins) -> Check {
     const ID: &str = "toolchain.kernel-rustc";
+    if needs::rust_kernels(pins).is_none() {
+        return Check::skip(
+            ID,
+            Scope::Build,
+            format!(
+                "no Rust kernels ({}/rust/Cargo.toml), so the kernel rustc is not needed",
+                pins.kernels.dir
+            ),
+        );
+    }
     match kernel_rustc::locate(&|k: &str| env.get(k).map(|v| v.to_os_string()), pins) {
         Ok(r) => {
             let field = |k: &str| {
@@ -414,12 +474,15 @@ fn version_tuple(v: &str) -> Option<(u32, u32, u32)> {
 }
 
 /// `toolchain.maturin`: builds the wheel; missing is a warning (only the wheel needs it).
-pub fn maturin(env: &Env, pins: &Pins, workspace: &Path) -> Check {
+pub fn maturin(env: &Env, pins: &Pins, route: Route) -> Check {
     const ID: &str = "toolchain.maturin";
-    let bootstrap = workspace.join(".toolchain/py/bin/maturin");
+    // The route's install (`.toolchain/` in kiln's checkout, the per-user one elsewhere).
+    let bootstrap = route
+        .layout(&|k: &str| env.get(k).map(|v| v.to_os_string()), pins)
+        .map(|l| l.py_site().join("bin/maturin"));
     let program = env
         .which("maturin")
-        .or_else(|| bootstrap.is_file().then_some(bootstrap));
+        .or_else(|| bootstrap.filter(|b| b.is_file()));
     let pinned = &pins.toolchain.maturin;
     let Some(program) = program else {
         return Check::warn(
@@ -427,7 +490,7 @@ pub fn maturin(env: &Env, pins: &Pins, workspace: &Path) -> Check {
             Scope::Build,
             format!("maturin not found (needed only to build the wheel; pinned {pinned})"),
         )
-        .with_fix(BOOTSTRAP_FIX);
+        .with_fix(route.install_fix());
     };
     match capture(env.command(&program).arg("--version")) {
         Ok((true, text)) => {
@@ -454,7 +517,7 @@ pub fn maturin(env: &Env, pins: &Pins, workspace: &Path) -> Check {
                         program.display()
                     ),
                 )
-                .with_fix(BOOTSTRAP_FIX)
+                .with_fix(route.install_fix())
             }
         }
         Ok((false, text)) => Check::fail(
@@ -479,6 +542,15 @@ mod tests {
         let text = "#$ _NVVM_BRANCH_=nvvm\n#$ gcc -D__CUDA_ARCH_LIST__=800 -E -x c++ -D__CUDACC__ \"p.cu\"\n#$ cudafe++ --c++17\n";
         assert_eq!(host_compiler_from_dryrun(text).as_deref(), Some("gcc"));
         assert_eq!(host_compiler_from_dryrun("nothing"), None);
+    }
+
+    #[test]
+    fn advice_sentences_become_fix_lines() {
+        assert_eq!(
+            fix_line("Use the pinned toolkit: `nix develop`."),
+            "use the pinned toolkit: `nix develop`"
+        );
+        assert_eq!(fix_line(""), "");
     }
 
     #[test]

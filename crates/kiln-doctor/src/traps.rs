@@ -5,6 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use kiln_pins::Pins;
+use kiln_toolchain::Route;
 
 use crate::driver::{Driver, NotLoaded, CUDA_ERROR_STUB_LIBRARY};
 use crate::env::{Env, Found, LoaderPath, Via};
@@ -154,7 +155,7 @@ fn unversioned(
 
 /// `trap.cuda-home`: CUDA_HOME / CUDA_PATH must be the toolkit of the nvcc on PATH, or
 /// CMake/nvcc builds mix headers and libraries of two releases.
-pub fn cuda_home(env: &Env) -> Check {
+pub fn cuda_home(env: &Env, route: Route) -> Check {
     const ID: &str = "trap.cuda-home";
     let on_path = env.which("nvcc");
     let path_version = on_path.as_ref().map(|p| (p, nvcc_version(env, p)));
@@ -180,7 +181,8 @@ pub fn cuda_home(env: &Env) -> Check {
                 format!("{var}={} holds no bin/nvcc", home.display()),
             )
             .with_fix(format!(
-                "point {var} at the pinned toolkit (`source .toolchain/env`) or unset it"
+                "point {var} at the pinned toolkit ({}) or unset it",
+                route.source_env()
             ));
         }
         let home_version = match nvcc_version(env, &nvcc) {
@@ -282,6 +284,21 @@ pub fn runtime_libs(
     python: Option<&Python>,
     declared: &Declared,
 ) -> Vec<Check> {
+    // A consumer that states no `runtime` has the list from kiln's own pins: the libraries
+    // kiln's wheel loads, not ones this project asked for. Say so once instead of checking them.
+    if pins.inherited.iter().any(|k| k == "runtime") && !pins.runtime.is_empty() {
+        let names: Vec<&str> = pins.runtime.keys().map(String::as_str).collect();
+        return vec![Check::skip(
+            "trap.runtime-lib",
+            Scope::Run,
+            format!(
+                "{}: not asked for by {} (its {} states no `runtime`; these are kiln's own pins) — state `runtime` there to have the libraries your binaries load checked",
+                names.join(", "),
+                pins.manifest.display(),
+                pins.table("")
+            ),
+        )];
+    }
     let site_dirs: &[PathBuf] = python.map(|p| p.sys_path.as_slice()).unwrap_or(&[]);
     let cuda_home: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
         .iter()

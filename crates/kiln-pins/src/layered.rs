@@ -72,6 +72,7 @@ archs = ["8.9", "9.0+PTX"]
         assert!(pins.wheel.is_none() && pins.test_tools.is_empty());
         assert_eq!(pins.inherited, ["min-driver", "toolchain", "runtime"]);
         assert_eq!(pins.root(), Path::new("c"));
+        assert_eq!(pins.table("kernels"), "[package.metadata.kiln.kernels]");
     }
 
     #[test]
@@ -100,6 +101,7 @@ archs = ["8.9", "9.0+PTX"]
         let pins = Pins::parse(text, Path::new("Cargo.toml")).unwrap();
         assert_eq!(pins.matrix.targets()[0].name(), "sm_120f");
         assert_eq!(pins.toolchain, Pins::built_in().toolchain);
+        assert_eq!(pins.table(""), "[workspace.metadata.kiln]");
     }
 
     /// Mistakes in a project's table name the project's file and table, not kiln's.

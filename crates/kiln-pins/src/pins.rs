@@ -249,6 +249,9 @@ pub struct Pins {
     /// The top-level keys taken from kiln's built-in pins because the project's table left them
     /// out (empty for a complete table such as kiln's own).
     pub inherited: Vec<String>,
+    /// Which kiln table of the manifest these pins came from: `"package"`
+    /// (`[package.metadata.kiln]`) or `"workspace"` — so messages name the table the user wrote.
+    pub section: &'static str,
 }
 
 impl Pins {
@@ -295,6 +298,7 @@ impl Pins {
         })?;
         pins.manifest = manifest.to_path_buf();
         pins.inherited = inherited;
+        pins.section = table_name;
         Ok(pins)
     }
 
@@ -381,6 +385,7 @@ impl Pins {
         Ok(Pins {
             manifest: PathBuf::new(),
             inherited: Vec::new(),
+            section: "workspace",
             matrix,
             min_driver,
             toolchain: raw.toolchain,
@@ -390,6 +395,15 @@ impl Pins {
             audit: raw.audit,
             kernels: crate::KernelsPins::from_raw(raw.kernels)?,
         })
+    }
+
+    /// `[<section>.metadata.kiln.<key>]` (`key` empty: the kiln table itself), as the project's
+    /// Cargo.toml spells it.
+    pub fn table(&self, key: &str) -> String {
+        match key {
+            "" => format!("[{}.metadata.kiln]", self.section),
+            k => format!("[{}.metadata.kiln.{k}]", self.section),
+        }
     }
 
     /// The workspace root (the directory holding the manifest).

@@ -4,27 +4,26 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ToolchainError {
     /// No nvcc in any of the places [`crate::nvcc`] searches.
-    #[error(
-        "nvcc not found (looked in: {searched}).\n  \
-         Install the pinned CUDA toolkit with `kiln bootstrap` (in a kiln checkout: `cargo xtask bootstrap`; no Nix needed), \
-         or enter the pinned shell with `nix develop`."
-    )]
+    #[error("nvcc not found (looked in: {searched}).\n  {fix}")]
     NvccNotFound {
         /// The places looked in, summarized for the message.
         searched: String,
+        /// How to install it, for this project's [`crate::Route`].
+        fix: String,
     },
-    /// The nvcc found is not the pinned release.
-    #[error(
-        "nvcc at {path} is {found}, but kiln pins nvcc {pinned} ([workspace.metadata.kiln.toolchain] in Cargo.toml).\n  \
-         Use the pinned toolkit: `kiln bootstrap` (in a kiln checkout: `cargo xtask bootstrap`, then `source .toolchain/env`) or `nix develop`."
-    )]
+    /// The nvcc found is not a release the project accepts.
+    #[error("nvcc at {path} is {found}, but {accepted}.\n  {fix}")]
     NvccVersion {
         /// The nvcc that was found.
         path: PathBuf,
         /// The release it reports (`nvcc --version`).
         found: String,
-        /// The release `[workspace.metadata.kiln.toolchain]` pins.
+        /// The release kiln's toolchain pins (`toolchain.nvcc`).
         pinned: String,
+        /// What the project accepts and where that is stated: its `cuda` range, else the pin.
+        accepted: String,
+        /// What to do, for this project's [`crate::Route`].
+        fix: String,
     },
     /// The nvcc found cannot compile one of the arch matrix's targets.
     #[error("nvcc at {path} does not support {target} (it supports: {supported}); fix the arch matrix or the toolkit pin")]

@@ -9,6 +9,7 @@ use std::process::Command;
 use kiln_pins::Pins;
 
 use crate::error::ToolchainError;
+use crate::route::Route;
 
 /// The target the kernel crate is compiled for.
 pub const DEVICE_TARGET: &str = "nvptx64-nvidia-cuda";
@@ -24,13 +25,18 @@ pub struct KernelRustc {
     pub version_verbose: String,
 }
 
-/// What to install when no usable kernel rustc is found (one line).
+/// What to install when no usable kernel rustc is found (one line), naming the bootstrap
+/// command of the project's [`Route`].
 pub fn install_hint(pins: &Pins) -> String {
     let v = &pins.toolchain.kernel_rustc;
+    let bootstrap = match Route::of(pins) {
+        Route::Checkout => "`cargo xtask bootstrap`",
+        Route::Consumer => "`kiln bootstrap`",
+    };
     format!(
         "install Debian's rustc-web {v} with its sources (`apt-get install --allow-downgrades \
          rustc-web={v}* libstd-rust-web-dev={v}* rust-web-src={v}* cargo-web={v}*`: a plain install \
-         takes bookworm-security's newer release; `kiln bootstrap` and `cargo xtask bootstrap` do this as root), or \
+         takes bookworm-security's newer release; {bootstrap} does this as root), or \
          enter `nix develop` (the pinned nightly with rust-src), or set KILN_KERNEL_RUSTC"
     )
 }

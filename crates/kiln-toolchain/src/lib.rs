@@ -3,11 +3,16 @@
 //! kiln-doctor (`kiln doctor`), `kiln bootstrap` and `cargo xtask bootstrap` all use it.
 //!
 //! - [`nvcc`]: find nvcc (`KILN_NVCC`, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `PATH`, the
-//!   checkout's `.toolchain/`, the per-user install) and preflight it: the pinned release,
-//!   every matrix target supported, `fatbinary`/`nvlink` beside it.
+//!   checkout's `.toolchain/`, the per-user install) and preflight it: a release the project
+//!   accepts (its `cuda` range, else the pin), every matrix target supported,
+//!   `fatbinary`/`nvlink` beside it.
 //! - [`kernel_rustc`]: the rustc that compiles `kernels/rust` for `nvptx64-nvidia-cuda`.
 //! - [`layout`]: where an install lives (`.toolchain/` in a kiln checkout, else
 //!   `$XDG_DATA_HOME/kiln/toolchain/<hash of the toolchain pins>`) and its env file.
+//! - [`route`]: kiln's own checkout (`cargo xtask bootstrap`, `.toolchain/`) or a consumer
+//!   (`kiln bootstrap`, the per-user install) — so advice names commands that exist there.
+//! - [`needs`]: which optional parts a project's build uses (libclang only when bindgen has
+//!   headers to read, the kernel rustc only for `<kernels dir>/rust`).
 //! - [`install`](mod@install): the PyPI components (CUDA toolkit, cuobjdump/nvdisasm, libclang,
 //!   maturin and the test tools) by exact version, stamped and verified; the kernel rustc by apt
 //!   as root.
@@ -20,7 +25,9 @@
 pub mod install;
 pub mod kernel_rustc;
 pub mod layout;
+pub mod needs;
 pub mod nvcc;
+pub mod route;
 
 mod error;
 
@@ -28,3 +35,4 @@ pub use error::ToolchainError;
 pub use install::{install, Installed, Options};
 pub use layout::Layout;
 pub use nvcc::Toolkit;
+pub use route::Route;

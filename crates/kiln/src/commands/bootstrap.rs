@@ -52,7 +52,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let opts = Options {
         force: args.force,
         quiet: args.env_file || args.json,
-        require_kernel_rustc: pins.root().join("kernels/rust/Cargo.toml").is_file(),
+        require_kernel_rustc: kiln_toolchain::needs::rust_kernels(&pins).is_some(),
     };
     let installed = install(&layout, &pins, &opts).map_err(|e| anyhow!("{e}"))?;
     if args.env_file {
