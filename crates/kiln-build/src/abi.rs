@@ -7,9 +7,14 @@ use kiln_pins::Pins;
 
 use crate::error::BuildError;
 
-/// Points bindgen at the bootstrap's libclang when the environment names none.
-fn default_libclang(workspace: &Path) {
-    let dir = workspace.join(".toolchain/libclang/clang/native");
+/// Points bindgen at the bootstrap's libclang when the environment names none: the checkout's
+/// `.toolchain/`, or the per-user install `kiln bootstrap` made for a consumer.
+fn default_libclang(pins: &Pins) {
+    let env = |k: &str| std::env::var_os(k);
+    let Some(layout) = kiln_toolchain::Route::of(pins).layout(&env, pins) else {
+        return;
+    };
+    let dir = layout.libclang_dir();
     if std::env::var_os("LIBCLANG_PATH").is_none() && dir.join("libclang.so").exists() {
         std::env::set_var("LIBCLANG_PATH", &dir);
         if std::env::var_os("BINDGEN_EXTRA_CLANG_ARGS").is_none() {
@@ -25,29 +30,22 @@ fn default_libclang(workspace: &Path) {
 /// needed) and `kiln_embed::abi!` still includes a file.
 pub const EMPTY: &str = "// kiln-build: no C ABI headers (kernels/include/*.h), so no bindings.\n";
 
-/// The headers bindgen reads, sorted.
+/// The headers bindgen reads, sorted: the one rule kiln doctor and `kiln bootstrap` also use
+/// ([`kiln_toolchain::needs::abi_headers`]).
 pub fn headers(include_dir: &Path) -> Result<Vec<PathBuf>, BuildError> {
-    let mut hs: Vec<PathBuf> = match std::fs::read_dir(include_dir) {
-        Ok(rd) => rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "h"))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    hs.sort();
-    Ok(hs)
+    Ok(kiln_toolchain::needs::abi_headers(include_dir))
 }
 
 /// Writes the Rust bindings for `include_dir`'s headers to `out` and returns the clang version.
 pub fn generate(pins: &Pins, include_dir: &Path, out: &Path) -> Result<String, BuildError> {
-    default_libclang(pins.root());
+    default_libclang(pins);
     let version = bindgen::clang_version();
     let major = version.parsed.map(|(m, _)| m);
     if major != Some(pins.toolchain.clang_major) {
         return Err(BuildError::ClangVersion {
             found: version.full.clone(),
             pinned: pins.toolchain.clang_major,
+            fix: kiln_toolchain::Route::of(pins).install_fix(),
         });
     }
     let headers = headers(include_dir)?;

@@ -484,6 +484,7 @@ impl KernelBuild {
             keep.insert(plan.cache.path(&j.key, j.ext()));
             keep.insert(j.warnings_path(&plan.cache));
         }
+        keep.extend(plan.assembles.iter().map(|j| plan.cache.path(&j.key, "cubin")));
         for l in &plan.links {
             keep.insert(plan.cache.path(&l.key, l.ext()));
             if let Ok(k) = l.bytes_key(&plan.toolkit) {

@@ -52,13 +52,15 @@ pub enum BuildError {
     },
     /// The libclang bindgen loaded is not the pinned clang major.
     #[error(
-        "libclang {found} found, but kiln pins clang {pinned}.\n  Run `kiln bootstrap` (in a kiln checkout: `cargo xtask bootstrap`) or `nix develop` (LIBCLANG_PATH selects the library)"
+        "libclang {found} found, but kiln pins clang {pinned}.\n  {fix} (LIBCLANG_PATH selects the library)"
     )]
     ClangVersion {
         /// The version libclang reports.
         found: String,
         /// The pinned clang major (`clang-major`).
         pinned: u32,
+        /// How to get it, in the project's route (kiln's checkout or a consumer's).
+        fix: String,
     },
     /// A file-system operation failed.
     #[error("{context}: {source}")]

@@ -130,7 +130,22 @@ pub(crate) fn tasks<'a>(
             }
             compile
         }
-        Stage::Assemble => rust.map(|(_, a, _)| a).unwrap_or_default(),
+        Stage::Assemble => {
+            let mut assemble: Vec<Task<'a>> = (plan.assembles.iter())
+                .map(|j| Task {
+                    verb: "assembled",
+                    what: j.name.clone(),
+                    target: j.target.name(),
+                    key: j.key.clone(),
+                    ext: "cubin",
+                    cost: bytes(&j.ptx),
+                    kind: Counted::Compile,
+                    make: Box::new(move |s| j.produce(tk, s)),
+                })
+                .collect();
+            assemble.extend(rust.map(|(_, a, _)| a).unwrap_or_default());
+            assemble
+        }
         Stage::Link => (plan.links.iter())
             .map(|j| {
                 let key = j.bytes_key(tk)?;

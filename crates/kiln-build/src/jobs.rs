@@ -78,6 +78,60 @@ pub struct CompileSettings<'a> {
     pub root: &'a Path,
 }
 
+/// A `+PTX` entry's SASS in a whole-program build: its own PTX compile assembled by `ptxas`, as
+/// nvcc does it inside one call (one front-end run for both; the cubin is byte-identical to
+/// `nvcc -cubin` for that arch).
+#[derive(Debug, Clone)]
+pub struct AssembleJob {
+    /// The `.cu` file the PTX came from.
+    pub source: PathBuf,
+    /// File name relative to kernels/.
+    pub name: String,
+    /// The SASS target.
+    pub target: Target,
+    /// The PTX compile's output in the cache.
+    pub ptx: PathBuf,
+    /// Its cache key: nvcc version, target and the PTX compile's key.
+    pub key: String,
+}
+
+impl AssembleJob {
+    /// Keys the assembly of `ptx_job`'s output for `target`.
+    pub fn new(target: Target, ptx_job: &CompileJob, cache: &Cache, toolkit: &Toolkit) -> AssembleJob {
+        let key = KeyBuilder::new("assemble")
+            .field("nvcc", toolkit.version.as_bytes())
+            .field("target", target.name().as_bytes())
+            .field("ptx", ptx_job.key.as_bytes())
+            .finish();
+        AssembleJob {
+            source: ptx_job.source.clone(),
+            name: ptx_job.name.clone(),
+            target,
+            ptx: cache.path(&ptx_job.key, ptx_job.ext()),
+            key,
+        }
+    }
+
+    /// `ptxas -arch=sm_XX -m64 PTX -o output`: the flags nvcc passes it.
+    pub fn command(&self, toolkit: &Toolkit, output: &Path) -> Command {
+        let mut cmd = Command::new(crate::rust::ptxas(toolkit));
+        cmd.arg(format!("-arch={}", self.target.arch.sm()))
+            .arg("-m64")
+            .arg(&self.ptx)
+            .arg("-o")
+            .arg(output);
+        cmd
+    }
+
+    /// Runs ptxas, writing `staging`.
+    pub fn produce(&self, toolkit: &Toolkit, staging: &Path) -> Result<(), BuildError> {
+        crate::plan::run_tool(
+            &mut self.command(toolkit, staging),
+            &format!("ptxas ({}) for {}", self.name, self.target),
+        )
+    }
+}
+
 /// One nvlink run: every compile output of one target linked into that target's module.
 #[derive(Debug, Clone)]
 pub struct LinkJob {

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::Cache;
 use crate::error::BuildError;
-use crate::jobs::{CompileJob, CompileMode, CompileSettings, LinkJob};
+use crate::jobs::{AssembleJob, CompileJob, CompileMode, CompileSettings, LinkJob};
 use crate::rust::{self, KernelRustc, MergeJob, PtxasJob, RustPtxJob};
 use crate::toolkit::Toolkit;
 
@@ -126,8 +126,11 @@ pub struct BuildPlan {
     pub kernels_dir: PathBuf,
     /// The matrix's targets: SASS ones and `+PTX` ones.
     pub targets: Vec<Target>,
-    /// nvcc compiles, one per (source, target).
+    /// nvcc compiles, one per (source, target) — but the SASS of a `+PTX` entry in a
+    /// whole-program build, which is [`BuildPlan::assembles`].
     pub compiles: Vec<CompileJob>,
+    /// `ptxas` of a `+PTX` entry's PTX for its SASS target (whole-program builds).
+    pub assembles: Vec<AssembleJob>,
     /// The Rust kernel crate's jobs, if there is a `kernels/rust`.
     pub rust: Option<RustJobs>,
     /// nvlink jobs, one per target.
@@ -179,10 +182,17 @@ impl BuildPlan {
             kernels_dir: i.kernels_dir,
             root: i.root,
         };
+        // Whole programs: a `+PTX` entry's SASS is assembled from its PTX (one front end).
+        let from_ptx = |t: &Target| {
+            i.mode == CompileMode::Whole
+                && t.kind == TargetKind::Sass
+                && i.targets.contains(&Target::ptx(t.arch))
+        };
         let mut compiles = Vec::new();
+        let mut assembles = Vec::new();
         for (source, headers) in &i.sources {
             let name = source_name(source, i.kernels_dir);
-            for t in &i.targets {
+            for t in i.targets.iter().filter(|t| !from_ptx(t)) {
                 compiles.push(CompileJob::new(
                     source,
                     &name,
@@ -191,6 +201,12 @@ impl BuildPlan {
                     &settings,
                     &i.toolkit,
                 )?);
+            }
+            for t in i.targets.iter().filter(|t| from_ptx(t)) {
+                let ptx_job = (compiles.iter().rev())
+                    .find(|j| j.source == *source && j.target == Target::ptx(t.arch))
+                    .expect("the +PTX entry's PTX compile was planned above");
+                assembles.push(AssembleJob::new(*t, ptx_job, &i.cache, &i.toolkit));
             }
         }
         let rust = match i.rust.take() {
@@ -222,6 +238,7 @@ impl BuildPlan {
             kernels_dir: i.kernels_dir.to_path_buf(),
             targets: i.targets,
             compiles,
+            assembles,
             rust,
             links,
             fatbin: i.fatbin,
@@ -252,10 +269,15 @@ impl BuildPlan {
     pub fn source_modules(&self) -> Vec<SourceModule> {
         (self.sources.iter())
             .map(|src| {
-                let outputs = (self.compiles.iter())
+                let compiled = (self.compiles.iter())
                     .filter(|j| &j.source == src)
-                    .map(|j| (j.target, self.cache.path(&j.key, j.ext())))
-                    .collect();
+                    .map(|j| (j.target, self.cache.path(&j.key, j.ext())));
+                let assembled = (self.assembles.iter())
+                    .filter(|j| &j.source == src)
+                    .map(|j| (j.target, self.cache.path(&j.key, "cubin")));
+                let mut outputs: Vec<(Target, PathBuf)> = compiled.chain(assembled).collect();
+                // Matrix order (SASS then PTX), as a one-module fatbin lists its images.
+                outputs.sort_by_key(|(t, _)| self.targets.iter().position(|x| x == t));
                 SourceModule {
                     name: source_name(src, &self.kernels_dir),
                     stem: module_stem(src, &self.kernels_dir),
@@ -275,6 +297,7 @@ impl BuildPlan {
     /// The plan as data, every job with its exact command.
     pub fn to_plan(&self) -> Result<Plan, BuildError> {
         let mut jobs: Vec<PlannedJob> = self.compiles.iter().map(|j| self.compile(j)).collect();
+        jobs.extend(self.assembles.iter().map(|j| self.assemble(j)));
         if let Some(r) = &self.rust {
             jobs.push(self.rust_ptx(r));
             jobs.extend(r.ptxas.iter().map(|j| self.ptxas(j)));
@@ -313,6 +336,13 @@ impl BuildPlan {
             .collect();
         let id = format!("compile:{}:{}", j.name, j.target.name());
         planned(id, Stage::Compile, j.target.name(), inputs, &cmd, output)
+    }
+
+    fn assemble(&self, j: &AssembleJob) -> PlannedJob {
+        let output = self.cache.path(&j.key, "cubin");
+        let cmd = j.command(&self.toolkit, &output);
+        let id = format!("ptxas:{}:{}", j.name, j.target.name());
+        planned(id, Stage::Assemble, j.target.name(), vec![j.ptx.clone()], &cmd, output)
     }
 
     fn rust_ptx(&self, r: &RustJobs) -> PlannedJob {

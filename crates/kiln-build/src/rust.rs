@@ -297,7 +297,7 @@ pub fn kernels(ptx: &Path) -> Result<Vec<String>, BuildError> {
         })
 }
 
-fn ptxas(toolkit: &Toolkit) -> PathBuf {
+pub(crate) fn ptxas(toolkit: &Toolkit) -> PathBuf {
     toolkit.nvcc.with_file_name("ptxas")
 }
 

@@ -49,7 +49,7 @@ fn build(root: &Path, out: &Path, vars: &[(&str, &str)]) -> Result<BuildOutput, 
     KernelBuild::new(pins, root.join("kernels"), out.to_path_buf())
         .cache_dir(root.join("cache"))
         .env(move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
-        .progress(false)
+        .progress(std::env::var_os("KILN_TEST_PROGRESS").is_some())
         .run()
 }
 
