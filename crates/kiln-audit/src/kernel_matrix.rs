@@ -1,5 +1,8 @@
 //! The kernel x target coverage matrix of one binary, with kernels that have identical target
-//! sets folded into one row.
+//! sets folded into one row; in a kiln-built binary, also by their declared arch gates (a row
+//! says why its kernels are absent from the targets their gate leaves out).
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -35,6 +38,10 @@ pub struct CoverageRow {
     /// One bool per column of [`Coverage::targets`].
     #[serde(serialize_with = "crate::json::coverage_present")]
     pub present: Vec<bool>,
+    /// A kiln-built binary's declared gate of these kernels: "gated: exists for sm_89, sm_90,
+    /// compute_90 (declared)". Absent: not gated (meant for every target).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
 }
 
 /// SASS before PTX, then by number, then by name (variants of one number together).
@@ -70,20 +77,27 @@ pub fn of(binary: &Binary) -> Option<Coverage> {
         .iter()
         .map(|t| targets.iter().position(|c| c == t).expect("same targets"))
         .collect();
-    let mut rows: Vec<CoverageRow> = folded
-        .sets
-        .iter()
-        .map(|(key, kernels)| {
-            let mut present = vec![false; targets.len()];
-            for &i in key {
-                present[column[i]] = true;
-            }
-            CoverageRow {
-                kernels: kernels.iter().map(|k| k.to_string()).collect(),
-                present,
-            }
-        })
-        .collect();
+    let manifest = crate::gates::manifest(binary);
+    let mut rows: Vec<CoverageRow> = Vec::new();
+    for (key, kernels) in &folded.sets {
+        let mut present = vec![false; targets.len()];
+        for &i in key {
+            present[column[i]] = true;
+        }
+        // Kernels of one target set under different gates (or none) get a row each.
+        let mut by_gate: BTreeMap<Option<&[String]>, Vec<String>> = BTreeMap::new();
+        for k in kernels {
+            let gate = manifest.and_then(|m| crate::gates::of(m, k));
+            by_gate.entry(gate).or_default().push(k.to_string());
+        }
+        for (gate, kernels) in by_gate {
+            rows.push(CoverageRow {
+                kernels,
+                present: present.clone(),
+                gate: gate.map(crate::gates::note),
+            });
+        }
+    }
     // Rows with gaps first: they are what the reader is looking for.
     rows.sort_by(|a, b| {
         let have = |r: &CoverageRow| r.present.iter().filter(|p| **p).count();

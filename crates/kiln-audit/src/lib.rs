@@ -10,6 +10,7 @@
 //!   and `nvidia_wheels`: what the target system and NVIDIA's wheels provide
 //! - `kernel_matrix`: the kernel × target matrix, a view of the facts for the report
 //! - `reach`: GPU generation × binary, per library and per kernel (the reach/* rules judge it)
+//! - `gates`: a kiln-built binary's declared arch gates, the one allowance its strict rule has
 //!
 //! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
 //! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
@@ -20,6 +21,7 @@
 mod error;
 pub mod facts;
 mod finding;
+mod gates;
 pub mod json;
 mod kernel_fold;
 mod kernel_matrix;

@@ -6,8 +6,9 @@
 //!   or `f` targets, or named for an arch: `sm90_xmma_*`, `cutlass3x_sm100_*`) are run-time
 //!   dispatch, not holes; in such a dispatching library so are kernels built for exactly one
 //!   SASS target. Any other kernel is meant for every GPU from its lowest target up. A
-//!   kiln-built binary (build manifest present) gets no such allowance:
-//!   every kernel counts everywhere.
+//!   kiln-built binary (build manifest present) gets no such allowance: every kernel counts
+//!   everywhere, except where the manifest declares an arch gate — a gated kernel is meant for
+//!   the GPUs its gate's targets run on (crate::gates).
 //! - per kernel (`kernel_path`): the worst kernel, every kernel counted.
 //!
 //! Generations whose GPUs only come with an Arm CPU (Jetson, DGX Spark) get no row when every
@@ -59,7 +60,7 @@ pub const KERNELS_LISTED: usize = 20;
 /// full, so output stays bounded by the input even for hostile megabyte-long symbols.
 pub const NAME_CHARS: usize = 512;
 
-fn listed(name: &str) -> String {
+pub(crate) fn listed(name: &str) -> String {
     if name.chars().count() <= NAME_CHARS {
         return name.to_string();
     }
@@ -131,10 +132,12 @@ pub struct BinaryReach {
     pub file: String,
     /// Distinct kernels it holds.
     pub kernels: usize,
-    /// Kernels specialised for some GPUs (by their targets or their names): dispatched at run
-    /// time, holes only on the GPUs they are meant for.
+    /// Kernels specialised for some GPUs (by their targets or their names; in a kiln-built
+    /// binary only by a declared arch gate): dispatched at run time, holes only on the GPUs they
+    /// are meant for.
     pub specialised: usize,
-    /// Judged by kiln's own rule (its build manifest is present): every kernel everywhere.
+    /// Judged by kiln's own rule (its build manifest is present): every kernel everywhere, a
+    /// gated kernel wherever its declared targets run.
     pub strict: bool,
     /// Lowest and highest capability among its targets, "8.0" / "12.0".
     pub lowest: String,
@@ -423,6 +426,17 @@ fn runs_mask(set: &BTreeSet<KernelTarget>) -> Mask {
         .fold(0, |m, (i, _)| m | 1 << i)
 }
 
+/// The generations a gated kernel of a kiln-built binary is meant for: where the targets its
+/// gate declares run (the same `runs_on` as its code's paths), whatever the bytes hold — a
+/// declared target without the kernel's code stays a hole. None: not gated.
+fn gate_mask(manifest: &kiln_manifest::Manifest, kernel: &str) -> Option<Mask> {
+    let declared: BTreeSet<KernelTarget> =
+        crate::gates::targets(crate::gates::of(manifest, kernel)?)
+            .map(|t| (t, None))
+            .collect();
+    Some(runs_mask(&declared))
+}
+
 /// Where a kernel built for exactly one SASS target (and no PTX) runs: the GPUs that target
 /// is meant for when its library dispatches per GPU. None for any other set.
 fn single_sass(set: &BTreeSet<KernelTarget>) -> Option<Mask> {
@@ -436,14 +450,12 @@ fn single_sass(set: &BTreeSet<KernelTarget>) -> Option<Mask> {
 /// readable device code.
 fn of_binary(binary: &Binary, gens: &[usize], driver: Option<u32>) -> Option<BinaryReach> {
     let sets = kernel_sets(binary)?;
-    let strict = binary
-        .elf
-        .as_ref()
-        .is_some_and(|e| e.build_manifest.is_some());
+    let manifest = crate::gates::manifest(binary);
+    let strict = manifest.is_some();
     let targets: BTreeSet<(u32, u32)> = sets.keys().flatten().map(|(t, _)| capability(t)).collect();
     let (lo, hi) = (targets.first()?, targets.last()?);
     let kernels = sets.values().map(Vec::len).sum();
-    // Per set, per kernel: what it is meant for (strict: everything).
+    // Per set, per kernel: what it is meant for (strict: everything, or its declared gate).
     let mut groups: Vec<(&BTreeSet<KernelTarget>, Option<Mask>, Vec<&str>)> = Vec::new();
     let mut specialised_count = 0;
     // A library that dispatches per GPU (some kernel specialised by its targets or its name)
@@ -461,7 +473,7 @@ fn of_binary(binary: &Binary, gens: &[usize], driver: Option<u32>) -> Option<Bin
         // A general kernel is meant for every GPU from its lowest target up: one built only
         // from sm_90 on (NCCL's fp8 reductions) is gated by arch, not missing below it.
         let from = set.iter().map(|(t, _)| capability(t)).min();
-        let gated: Option<Mask> = from.map(|lo| {
+        let from_lowest: Option<Mask> = from.map(|lo| {
             GPU_GENERATIONS
                 .iter()
                 .enumerate()
@@ -470,15 +482,15 @@ fn of_binary(binary: &Binary, gens: &[usize], driver: Option<u32>) -> Option<Bin
         });
         let single_sass = single_sass(set).filter(|_| dispatching);
         for name in names {
-            let m = if strict {
-                None
-            } else {
-                specialised(set, name).or(single_sass)
+            let m = match manifest {
+                // kiln's rule: no guessing from names or targets, only what the build declared.
+                Some(manifest) => gate_mask(manifest, name),
+                None => specialised(set, name).or(single_sass),
             };
             if m.is_some() {
                 specialised_count += 1;
             }
-            let meant = if strict { None } else { m.or(gated) };
+            let meant = if strict { m } else { m.or(from_lowest) };
             by_mask.entry(meant).or_default().push(name);
         }
         for (m, names) in by_mask {

@@ -845,3 +845,212 @@ fn a_kiln_built_binary_with_a_kernel_compiled_out_fails() {
         "{holes:?}"
     );
 }
+
+/// A copy of `lib` carrying a build manifest as kiln-build writes it: `matrix`, every target
+/// of the bytes with the kernels the bytes hold there (honest), and `gates`.
+fn with_kiln_manifest(
+    lib: &Path,
+    out: &Path,
+    matrix: &[&str],
+    gates: &[(&str, &[&str])],
+) -> PathBuf {
+    use kiln_pins::MatrixEntry;
+    let plain = audit(lib, &Policy::default());
+    let device = plain.binaries[0].device.as_ref().unwrap();
+    let mut m = kiln_kernels::manifest();
+    m.matrix = matrix
+        .iter()
+        .map(|e| e.parse::<MatrixEntry>().unwrap())
+        .collect();
+    let mut targets: Vec<kiln_pins::Target> = device
+        .entries
+        .iter()
+        .filter_map(|e| e.target.device())
+        .collect();
+    targets.sort();
+    targets.dedup();
+    m.targets = targets
+        .into_iter()
+        .map(|target| {
+            let of_target = || {
+                device
+                    .entries
+                    .iter()
+                    .filter(move |e| e.target.device() == Some(target))
+            };
+            let mut kernels: Vec<String> = of_target().flat_map(|e| e.kernels.clone()).collect();
+            kernels.sort();
+            kiln_manifest::TargetKernels {
+                target,
+                kind: target.kind,
+                ptx_isa: of_target().find_map(|e| e.ptx_isa.clone()),
+                kernels,
+            }
+        })
+        .collect();
+    m.gates = gates
+        .iter()
+        .map(|(k, ts)| (k.to_string(), ts.iter().map(|t| t.to_string()).collect()))
+        .collect();
+    let json = out.with_extension("json");
+    std::fs::write(&json, m.to_json()).unwrap();
+    run(Command::new("objcopy")
+        .arg(format!("--add-section=.kiln_manifest={}", json.display()))
+        .arg(lib)
+        .arg(out));
+    out.to_path_buf()
+}
+
+/// A library that compiles its fp8 kernel only under `#if __CUDA_ARCH__ >= 890` (nvcc, matrix
+/// 8.0 8.9 9.0+PTX: no `fp8_scale` in the sm_80 cubin), made kiln-built three ways. With the
+/// gate declared (`fp8_scale` exists for sm_89, sm_90, compute_90) the audit is clean of
+/// reach/arch/manifest findings, and the coverage row and the 8.0 cell say why; the same bytes
+/// with the gate removed FAIL with `reach/matrix-hole` on sm_80; a gate that also declares sm_80
+/// (which lacks the kernel) fails the same way, naming the gate.
+#[test]
+fn a_kiln_built_binary_honours_its_declared_arch_gates() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = d.join("fp8.cu");
+    std::fs::write(
+        &src,
+        r#"
+extern "C" __global__ void gemm(float *a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= 2.0f; }
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
+extern "C" __global__ void fp8_scale(float *a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] += 1.0f; }
+#endif
+extern "C" void launch(float *a, int n) { gemm<<<1, 256>>>(a, n); }
+"#,
+    )
+    .unwrap();
+    let obj = d.join("fp8.o");
+    run(Command::new(nvcc())
+        .args(["-c", "-Xcompiler", "-fPIC", "-o"])
+        .arg(&obj)
+        .arg(&src)
+        .args(["-gencode", "arch=compute_80,code=sm_80"])
+        .args(["-gencode", "arch=compute_89,code=sm_89"])
+        .args(["-gencode", "arch=compute_90,code=[sm_90,compute_90]"]));
+    let cuda_lib = nvcc().parent().unwrap().join("../lib");
+    let lib = d.join("libfp8.so");
+    run(Command::new("g++")
+        .arg("-shared")
+        .arg("-o")
+        .arg(&lib)
+        .arg(&obj)
+        .arg(format!("-L{}", cuda_lib.display()))
+        .arg("-l:libcudart.so.13"));
+    // The bytes nvcc wrote: fp8_scale everywhere but sm_80 (else this test proves nothing).
+    let plain = audit(&lib, &Policy::default());
+    let holders: Vec<String> = plain.binaries[0]
+        .device
+        .as_ref()
+        .unwrap()
+        .entries
+        .iter()
+        .filter(|e| e.kernels.iter().any(|k| k == "fp8_scale"))
+        .map(|e| e.target.to_string())
+        .collect();
+    assert_eq!(holders, ["sm_89", "sm_90", "compute_90"], "nvcc's layout");
+
+    let matrix = ["8.0", "8.9", "9.0+PTX"];
+    let policy = Policy {
+        expect_sass: Some(kiln_audit::parse_arch_list("80,89,90").unwrap()),
+        expect_ptx: Some(kiln_audit::parse_arch_list("90").unwrap()),
+        ..Policy::default()
+    };
+    let judged = |r: &Report| -> Vec<(String, String)> {
+        r.findings
+            .iter()
+            .filter(|f| {
+                ["reach/", "arch/", "manifest/"]
+                    .iter()
+                    .any(|p| f.rule.as_str().starts_with(p))
+            })
+            .map(|f| (f.rule.to_string(), f.message.clone()))
+            .collect()
+    };
+
+    // (1) Declared: clean, and the report says why fp8_scale is absent on 8.0.
+    let gate: &[&str] = &["sm_89", "sm_90", "compute_90"];
+    let gated = with_kiln_manifest(
+        &lib,
+        &d.join("libgated.so"),
+        &matrix,
+        &[("fp8_scale", gate)],
+    );
+    let r = audit(&gated, &policy);
+    assert_eq!(judged(&r), vec![], "{:?}", r.findings);
+    assert_ne!(
+        r.worst(),
+        Some(kiln_audit::Severity::Error),
+        "{:?}",
+        r.findings
+    );
+    let b = &r.reach.binaries[0];
+    assert!(b.strict);
+    assert_eq!(b.specialised, 1);
+    let at = |r: &Report, g: &str| {
+        let i = r.reach.generations.iter().position(|x| x == g).unwrap();
+        r.reach.binaries[0].cells[i].clone()
+    };
+    let c = at(&r, "8.0");
+    assert_eq!(
+        (
+            c.path,
+            c.holes_count,
+            c.dispatched_count,
+            c.unreached.clone()
+        ),
+        (ReachPath::Exact, 0, 1, vec!["fp8_scale".to_string()])
+    );
+    let row = r.coverage[0]
+        .rows
+        .iter()
+        .find(|row| row.kernels == ["fp8_scale"])
+        .unwrap();
+    assert_eq!(
+        row.gate.as_deref(),
+        Some("gated: exists for sm_89, sm_90, compute_90 (declared)")
+    );
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(json.contains(r#""gate":"gated: exists for sm_89, sm_90, compute_90 (declared)""#));
+
+    // (2) The same bytes, the gate removed: the hole the strict rule has always reported.
+    let ungated = with_kiln_manifest(&lib, &d.join("libungated.so"), &matrix, &[]);
+    let r = audit(&ungated, &policy);
+    assert_eq!(r.worst(), Some(kiln_audit::Severity::Error));
+    let found = judged(&r);
+    assert!(
+        found.iter().any(|(rule, m)| rule == "reach/matrix-hole"
+            && m.contains("no sm_80 code: fp8_scale")
+            && !m.contains("gated")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(rule, m)| rule == "arch/kernel-missing-sass" && m.contains("fp8_scale")),
+        "{found:?}"
+    );
+    assert_eq!(at(&r, "8.0").holes, ["fp8_scale"]);
+
+    // (3) A gate declaring sm_80, which lacks the kernel: a hole, named with its gate.
+    let wide: &[&str] = &["sm_80", "sm_89", "sm_90", "compute_90"];
+    let lying = with_kiln_manifest(&lib, &d.join("libwide.so"), &matrix, &[("fp8_scale", wide)]);
+    let r = audit(&lying, &policy);
+    assert_eq!(r.worst(), Some(kiln_audit::Severity::Error));
+    let holes: Vec<String> = judged(&r)
+        .into_iter()
+        .filter(|(rule, _)| rule == "reach/matrix-hole")
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(holes.len(), 1, "{holes:?}");
+    assert!(
+        holes[0].contains(
+            "no sm_80 code: fp8_scale (gated: exists for sm_80, sm_89, sm_90, compute_90 (declared))"
+        ),
+        "{holes:?}"
+    );
+    assert_eq!(at(&r, "8.0").holes, ["fp8_scale"]);
+}

@@ -1,5 +1,6 @@
-//! arch/* and fatbin/*: SASS for every expected target (per ELF and per kernel), PTX exactly
-//! where expected, PTX ISA within the oldest driver's reach.
+//! arch/* and fatbin/*: SASS for every expected target (per ELF and per kernel; a kiln-built
+//! binary's gated kernels only on the targets their gates declare), PTX exactly where expected,
+//! PTX ISA within the oldest driver's reach.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -126,7 +127,9 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                     ));
                 }
             }
-            // Per kernel: a target that exists in this ELF must carry every kernel.
+            // Per kernel: a target that exists in this ELF must carry every kernel — in a
+            // kiln-built binary, every kernel its declared gate does not keep off that target.
+            let manifest = crate::gates::manifest(b);
             let mut kernels_by_target: BTreeMap<Target, BTreeSet<&str>> = BTreeMap::new();
             for e in dev.entries.iter().filter(|e| e.kind == EntryKind::Cubin) {
                 if let Some(t) = e.target.device() {
@@ -139,9 +142,18 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             let all: BTreeSet<&str> = kernels_by_target.values().flatten().copied().collect();
             for w in want.iter().filter(|w| kernels_by_target.contains_key(w)) {
                 let have = &kernels_by_target[w];
-                let missing: Vec<&&str> = all.iter().filter(|k| !have.contains(*k)).collect();
+                let missing: Vec<&str> = all
+                    .iter()
+                    .filter(|k| !have.contains(*k))
+                    .filter(|k| manifest.is_none_or(|m| m.expects(k, w)))
+                    .copied()
+                    .collect();
                 if !missing.is_empty() {
-                    let shown: Vec<&&&str> = missing.iter().take(5).collect();
+                    let shown: Vec<String> = missing
+                        .iter()
+                        .take(5)
+                        .map(|k| crate::gates::named(manifest, k))
+                        .collect();
                     findings.push(finding(
                         Rule::ArchKernelMissingSass,
                         &b.path,

@@ -2,8 +2,9 @@
 //! Policy-free: no forward path, gaps inside a binary's own range. Under `--require-gpus`:
 //! every listed generation reached by every kernel, PTX counting only within `--min-driver`.
 
-use crate::facts::Artifact;
+use crate::facts::{Artifact, Binary};
 use crate::finding::{finding, Finding, Rule};
+use crate::gates;
 use crate::policy::Policy;
 use crate::reach::{self, Path};
 
@@ -34,6 +35,14 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         matrix_holes(b, findings);
     }
     let view = reach::of(&artifact.binaries, policy.min_driver);
+    // A cell's holes name their gates; the view keeps file names, the manifests are here.
+    let manifest_of = |file: &str| {
+        artifact
+            .binaries
+            .iter()
+            .find(|b| b.path == file)
+            .and_then(gates::manifest)
+    };
     for b in &view.binaries {
         let (lo, hi) = b.range;
         for c in b.cells.iter().filter(|c| c.path == Path::None) {
@@ -46,7 +55,7 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
                         c.generation,
                         b.lowest,
                         b.highest,
-                        why_not(b, c, policy)
+                        why_not(b, c, policy, manifest_of(&b.file))
                     ),
                     format!(
                         "add SASS for {} (or a lower minor of its major), or PTX at or below it",
@@ -92,15 +101,25 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             findings.push(finding(
                 Rule::ReachRequiredGpu,
                 &b.file,
-                format!("required GPU {}: {}", c.generation, why_not(b, c, policy)),
+                format!(
+                    "required GPU {}: {}",
+                    c.generation,
+                    why_not(b, c, policy, manifest_of(&b.file))
+                ),
                 format!("add SASS for {} (or a lower minor of its major), or PTX at or below it that the oldest driver can JIT", c.generation),
             ));
         }
     }
 }
 
-/// Why a library cell is `none`: nothing runs there, or kernels meant for it have no way there.
-fn why_not(b: &reach::BinaryReach, c: &reach::ReachCell, policy: &Policy) -> String {
+/// Why a library cell is `none`: nothing runs there, or kernels meant for it have no way there
+/// (a gated one named with its gate: the gate says it is meant there).
+fn why_not(
+    b: &reach::BinaryReach,
+    c: &reach::ReachCell,
+    policy: &Policy,
+    manifest: Option<&kiln_manifest::Manifest>,
+) -> String {
     if c.reached_count == 0 {
         return format!(
             "no kernel has a way there (no SASS of its major at or below it, no PTX that JITs to it{})",
@@ -108,7 +127,7 @@ fn why_not(b: &reach::BinaryReach, c: &reach::ReachCell, policy: &Policy) -> Str
         );
     }
     let whose = if b.strict {
-        "kiln-built: every kernel must reach every GPU"
+        "kiln-built: every kernel must reach every GPU, a gated one every GPU its declared targets run on"
     } else {
         "not specialised for some GPUs: no `a`/`f`-only targets, no arch in their names"
     };
@@ -116,14 +135,21 @@ fn why_not(b: &reach::BinaryReach, c: &reach::ReachCell, policy: &Policy) -> Str
         "{} kernel(s) the library has for other GPUs have no way there{} ({whose}): {}",
         c.holes_count,
         driver_note(policy),
-        listing(&c.holes, c.holes_count)
+        listing(&named(manifest, &c.holes), c.holes_count)
     )
 }
 
+/// Kernel names, each gated one with its gate's note.
+fn named(manifest: Option<&kiln_manifest::Manifest>, kernels: &[String]) -> Vec<String> {
+    kernels.iter().map(|k| gates::named(manifest, k)).collect()
+}
+
 /// kiln's own rule for a binary it built: every kernel its build manifest (or its bytes) name,
-/// on every target of the manifest's matrix.
-fn matrix_holes(b: &crate::facts::Binary, findings: &mut Vec<Finding>) {
-    let Some(m) = b.elf.as_ref().and_then(|e| e.build_manifest.as_ref()) else {
+/// on every target of the manifest's matrix — a gated kernel on the targets its gate declares
+/// (`Manifest::expects`, the rule kiln-build's own gap check uses). A declared target without
+/// the kernel is still a hole, reported with the gate.
+fn matrix_holes(b: &Binary, findings: &mut Vec<Finding>) {
+    let Some(m) = gates::manifest(b) else {
         return;
     };
     let Ok(matrix) = kiln_pins::ArchMatrix::new(m.matrix.clone()) else {
@@ -155,10 +181,10 @@ fn matrix_holes(b: &crate::facts::Binary, findings: &mut Vec<Finding>) {
     for t in wanted {
         let empty = Default::default();
         let got = have.get(&t).unwrap_or(&empty);
-        let missing: Vec<String> = all
+        let missing: Vec<&str> = all
             .iter()
-            .filter(|k| !got.contains(*k))
-            .map(|k| k.to_string())
+            .filter(|k| !got.contains(*k) && m.expects(k, &t))
+            .copied()
             .collect();
         if missing.is_empty() {
             continue;
@@ -166,8 +192,13 @@ fn matrix_holes(b: &crate::facts::Binary, findings: &mut Vec<Finding>) {
         let shown: Vec<String> = missing
             .iter()
             .take(reach::KERNELS_LISTED)
-            .cloned()
+            .map(|k| gates::named(Some(m), k))
             .collect();
+        let fix = if missing.iter().any(|k| gates::of(m, k).is_some()) {
+            "compile every kernel for every target of the matrix, a gated kernel for every target its gate declares (kiln-build checks a gate against the built bytes; rebuild with `cargo xtask wheel`)"
+        } else {
+            "compile every kernel for every target of the matrix (kiln-build refuses a partial build; rebuild with `cargo xtask wheel`)"
+        };
         findings.push(finding(
             Rule::ReachMatrixHole,
             &b.path,
@@ -177,7 +208,7 @@ fn matrix_holes(b: &crate::facts::Binary, findings: &mut Vec<Finding>) {
                 missing.len(),
                 listing(&shown, missing.len())
             ),
-            "compile every kernel for every target of the matrix (kiln-build refuses a partial build; rebuild with `cargo xtask wheel`)",
+            fix,
         ));
     }
 }
@@ -671,6 +702,194 @@ mod tests {
         let r = reach::of(&ptx.binaries, None);
         assert_eq!(cell(&r, "9.0").holes_count, 0);
         assert_eq!(cell(&r, "9.0").path, Path::Ptx);
+    }
+
+    /// `a` as kiln-built on x86_64: a build manifest of `matrix` whose targets hold what the
+    /// bytes hold (honest, as kiln-build writes it), with `gates` (kernel -> target names).
+    fn kiln_built(mut a: Artifact, matrix: &[&str], gates: &[(&str, &[&str])]) -> Artifact {
+        let b = &mut a.binaries[0];
+        let targets: Vec<serde_json::Value> = b
+            .device
+            .iter()
+            .flat_map(|d| &d.entries)
+            .map(|e| {
+                let t = e.target.device().unwrap();
+                let ptx = t.kind == crate::facts::TargetKind::Ptx;
+                serde_json::json!({
+                    "target": t.name(),
+                    "kind": if ptx { "ptx" } else { "sass" },
+                    "kernels": e.kernels,
+                })
+            })
+            .collect();
+        let gates: std::collections::BTreeMap<&str, &[&str]> = gates.iter().copied().collect();
+        let json = serde_json::json!({
+            "schema": 1,
+            "matrix": matrix,
+            "min_driver": 580,
+            "toolchain": {"nvcc": "n", "cuda": "c", "clang_major": 21, "libclang": "l",
+                          "rust_nightly": "r", "maturin": "m", "cudnn": "d", "nccl": "x"},
+            "flags": [],
+            "sources": [],
+            "targets": targets,
+            "gates": gates,
+        });
+        let m = kiln_manifest::Manifest::from_json(&json.to_string()).unwrap();
+        b.elf = Some(crate::read::elf::ElfFacts {
+            machine: 62,
+            build_manifest: Some(m),
+            ..Default::default()
+        });
+        a
+    }
+
+    /// fp8 kernels compiled only under `#if __CUDA_ARCH__ >= 890`: matrix 8.0 8.9 9.0+PTX,
+    /// `fp8` in every target but sm_80.
+    fn fp8_library() -> Artifact {
+        artifact(vec![
+            entry("sm_80", &["gemm"]),
+            entry("sm_89", &["gemm", "fp8"]),
+            entry("sm_90", &["gemm", "fp8"]),
+            entry("compute_90", &["gemm", "fp8"]),
+        ])
+    }
+
+    const FP8_MATRIX: &[&str] = &["8.0", "8.9", "9.0+PTX"];
+    const FP8_GATE: &[&str] = &["sm_89", "sm_90", "compute_90"];
+
+    /// reach/* and arch/* findings: both judge a kernel's absence per target.
+    fn reach_and_arch(a: &Artifact, policy: &Policy) -> Vec<(Rule, String)> {
+        let mut f = Vec::new();
+        crate::rules::arch::check(a, policy, &mut f);
+        let mut got: Vec<(Rule, String)> = f.into_iter().map(|f| (f.rule, f.message)).collect();
+        got.extend(rules(a, policy));
+        got
+    }
+
+    /// The pins' expectations for [`FP8_MATRIX`]: arch/kernel-missing-sass judges per kernel.
+    fn fp8_policy() -> Policy {
+        let archs = |list: &str| Some(crate::parse_arch_list(list).unwrap());
+        Policy {
+            expect_sass: archs("80,89,90"),
+            expect_ptx: archs("90"),
+            ..Policy::default()
+        }
+    }
+
+    #[test]
+    fn a_declared_gate_keeps_a_kiln_built_kernel_off_the_targets_it_leaves_out() {
+        let a = kiln_built(fp8_library(), FP8_MATRIX, &[("fp8", FP8_GATE)]);
+        let got = reach_and_arch(&a, &fp8_policy());
+        assert!(got.is_empty(), "{got:?}");
+        let r = reach::of(&a.binaries, None);
+        let b = &r.binaries[0];
+        assert!(b.strict);
+        assert_eq!(b.specialised, 1, "the gated kernel, nothing guessed");
+        for g in ["8.0", "8.6"] {
+            let c = cell(&r, g);
+            assert_eq!(
+                (c.holes_count, c.dispatched_count, c.path == Path::None),
+                (0, 1, false),
+                "{g}: {c:?}"
+            );
+            // Per kernel it is still missing there.
+            assert_eq!(c.unreached, ["fp8"], "{g}");
+        }
+        // compute_90 carries it to every newer GPU: meant there, and it runs there.
+        assert_eq!(cell(&r, "10.0").path, Path::Ptx);
+        assert_eq!(cell(&r, "10.0").holes_count, 0);
+        // The coverage row says why its sm_80 cell is empty.
+        let cov = crate::kernel_matrix::of(&a.binaries[0]).unwrap();
+        let row = cov.rows.iter().find(|r| r.kernels == ["fp8"]).unwrap();
+        assert_eq!(
+            row.gate.as_deref(),
+            Some("gated: exists for sm_89, sm_90, compute_90 (declared)")
+        );
+        assert!(cov
+            .rows
+            .iter()
+            .all(|r| r.kernels == ["fp8"] || r.gate.is_none()));
+    }
+
+    #[test]
+    fn an_undeclared_absence_in_a_kiln_built_binary_is_still_a_hole() {
+        // The same bytes and manifest with the gate removed: the strict rule as before.
+        let a = kiln_built(fp8_library(), FP8_MATRIX, &[]);
+        let got = reach_and_arch(&a, &fp8_policy());
+        let holes: Vec<&String> = got
+            .iter()
+            .filter(|(r, _)| *r == Rule::ReachMatrixHole)
+            .map(|(_, m)| m)
+            .collect();
+        assert_eq!(holes.len(), 1, "{got:?}");
+        assert!(
+            holes[0].contains("no sm_80 code: fp8") && !holes[0].contains("gated"),
+            "{holes:?}"
+        );
+        assert!(
+            got.iter().any(|(r, m)| *r == Rule::ArchKernelMissingSass
+                && m.contains("sm_80")
+                && m.contains("fp8")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|(r, m)| *r == Rule::ReachGap && m.contains("GPU 8.6") && m.contains("fp8")),
+            "{got:?}"
+        );
+        let r = reach::of(&a.binaries, None);
+        assert_eq!(cell(&r, "8.0").holes, ["fp8"]);
+        assert_eq!(r.binaries[0].specialised, 0);
+        // A gate for another kernel changes nothing for this one.
+        let a = kiln_built(fp8_library(), FP8_MATRIX, &[("gemm", &["sm_80", "sm_89"])]);
+        let got = reach_and_arch(&a, &fp8_policy());
+        assert!(
+            got.iter()
+                .any(|(r, m)| *r == Rule::ReachMatrixHole && m.contains("no sm_80 code: fp8")),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn a_gate_declaring_a_target_the_bytes_lack_is_a_hole_named_with_its_gate() {
+        // The gate says fp8 exists for sm_80 too; sm_80 has no fp8 code.
+        let gate: &[&str] = &["sm_80", "sm_89", "sm_90", "compute_90"];
+        let a = kiln_built(fp8_library(), FP8_MATRIX, &[("fp8", gate)]);
+        let got = reach_and_arch(&a, &fp8_policy());
+        let note = "fp8 (gated: exists for sm_80, sm_89, sm_90, compute_90 (declared))";
+        for rule in [
+            Rule::ReachMatrixHole,
+            Rule::ArchKernelMissingSass,
+            Rule::ReachGap,
+        ] {
+            assert!(
+                got.iter().any(|(r, m)| *r == rule && m.contains(note)),
+                "{rule:?}: {got:?}"
+            );
+        }
+        let r = reach::of(&a.binaries, None);
+        assert_eq!(cell(&r, "8.0").holes, ["fp8"]);
+        // The gate says sm_90, the bytes (and the honest manifest) have fp8 there only as
+        // compute_90 PTX: the matrix hole names the gate, though the JIT still carries fp8
+        // onto 9.0 GPUs.
+        let mut bytes = fp8_library();
+        if let Some(dev) = bytes.binaries[0].device.as_mut() {
+            for e in dev
+                .entries
+                .iter_mut()
+                .filter(|e| e.target.to_string() == "sm_90")
+            {
+                e.kernels.retain(|k| k != "fp8");
+            }
+        }
+        let a = kiln_built(bytes, FP8_MATRIX, &[("fp8", FP8_GATE)]);
+        let got = rules(&a, &Policy::default());
+        assert!(
+            got.iter().any(|(r, m)| *r == Rule::ReachMatrixHole
+                && m.contains("no sm_90 code: fp8 (gated: exists for sm_89, sm_90, compute_90")),
+            "{got:?}"
+        );
+        assert_eq!(cell(&reach::of(&a.binaries, None), "9.0").path, Path::Ptx);
     }
 
     #[test]
