@@ -28,6 +28,9 @@ with its status passed / failed / skipped (with the reason), and logs to RESULTS
                    its GPU tests vs the CPU reference, compute-sanitizer memcheck and racecheck
                    (reduced sizes), kiln-gpu-bench; results under RESULTS_DIR/rust/
   nccl             the NCCL all-reduce results of the above, summarized (all visible GPUs)
+  kernel-library   test_kernel_library.py: checks/kernel-library as kiln-build built it (one module
+                   per source, one linked module, each module's PTX through the JIT) run through
+                   the driver API against references; gated kernels absent exactly where declared
 Then RESULTS_DIR/summary.json. Total time is kept under KILN_BUNDLE_BUDGET_S (default 480 s):
 a step that would start after the budget is spent is skipped, saying so. KILN_BUNDLE_ONLY
 (comma-separated step names, e.g. "environment,install,venv,python-tests") runs only those.
@@ -257,6 +260,27 @@ print("KILN_PROBE " + json.dumps(out, default=str))
 """
 
 
+def step_kernel_library(r: Runner):
+    """checks/kernel-library's modules (per source, one module, PTX JIT) run through the driver."""
+    lib = HERE / "kernel-library"
+    if not lib.is_dir():
+        return r.record("kernel-library", "skipped", reason="kernel-library/ is not in this bundle")
+    if not r.gpu_count:
+        return r.record("kernel-library", "skipped", reason=r.gpu_reason)
+    out = "kernel_library.json"
+    rc, _, secs = r.run("kernel-library", [sys.executable, str(HERE / "test_kernel_library.py"), str(lib),
+                                            "--out", str(r.results / out)], 120)
+    doc = {}
+    try:
+        doc = json.loads((r.results / out).read_text())
+    except Exception:
+        pass
+    summary = f"{doc.get('cases', 0)} cases, {doc.get('failed', '?')} failed on {doc.get('gpu_capability', '?')}"
+    status = "passed" if rc == 0 else ("skipped" if rc == 2 else "failed")
+    r.record("kernel-library", status, summary=summary, seconds=round(secs, 1), result=out,
+             log="logs/kernel-library.log")
+
+
 def step_import(r: Runner):
     if not r.site:
         return r.record("import", "skipped", reason="the wheel is not installed")
@@ -448,6 +472,7 @@ def main() -> int:
                                                  "--policy", str(HERE / "policy" / "Cargo.toml"), "--json"])),
         ("rust", lambda: step_rust(r)),
         ("nccl", lambda: step_nccl(r)),
+        ("kernel-library", lambda: step_kernel_library(r)),
     ]
     only = [s for s in os.environ.get("KILN_BUNDLE_ONLY", "").split(",") if s]
     unknown = [s for s in only if s not in dict(steps)]

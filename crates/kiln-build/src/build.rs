@@ -34,6 +34,8 @@ pub struct BuildOutput {
     pub manifest_path: PathBuf,
     /// The bindgen ABI module (`kiln_abi.rs`); None when bindgen is off.
     pub abi: Option<PathBuf>,
+    /// `lib<name>.a` of the host-launched sources, when there are any.
+    pub static_lib: Option<PathBuf>,
     /// What each target holds and how it was built (toolchain, provenance).
     pub manifest: Manifest,
     /// The job counts and timings (also written to `kernels.summary.json`).
@@ -154,11 +156,19 @@ impl KernelBuild {
             CompileMode::Whole => self.describe_and_combine_modules(&plan)?,
             _ => {
                 let m = self.describe(&plan)?;
-                fatbin::combine(&plan.toolkit, &plan.modules(), &plan.fatbin)?;
+                let modules = plan.modules();
+                if modules.is_empty() {
+                    // Every source is host-launched: no module to load.
+                    std::fs::write(&plan.fatbin, b"")
+                        .map_err(io(format!("writing {}", plan.fatbin.display())))?;
+                } else {
+                    fatbin::combine(&plan.toolkit, &modules, &plan.fatbin)?;
+                }
                 let len = std::fs::metadata(&plan.fatbin).map_or(0, |m| m.len());
                 (m, vec![("kernels".to_string(), 0, len)])
             }
         };
+        self.link_static_lib(&plan)?;
         write_module_table(&self.out_dir, &module_bytes)?;
         let abi = self.finish_manifest(&mut manifest)?;
         let manifest_path = self.out_dir.join("kernels.manifest.json");
@@ -166,6 +176,7 @@ impl KernelBuild {
         let summary = self.summarize(&plan, &ran, started)?;
         self.evict(&plan)?;
         Ok(BuildOutput {
+            static_lib: plan.static_lib.clone(),
             fatbin: plan.fatbin,
             manifest_path,
             abi,
@@ -194,8 +205,10 @@ impl KernelBuild {
         let cache = Cache::new(self.cache_dir.clone())?;
         std::fs::create_dir_all(&self.out_dir)
             .map_err(io(format!("creating {}", self.out_dir.display())))?;
-        let sources = self.scan_sources(&tk, &flags)?;
+        let scanned = self.scan_sources(&tk, &flags)?;
         let k = &self.pins.kernels;
+        let (host_sources, sources): (Vec<_>, Vec<_>) = (scanned.into_iter())
+            .partition(|(s, _)| k.is_host_source(&source_name(s, &self.kernels_dir)));
         let mode = match (k.modules, k.rdc) {
             (ModuleLayout::PerSource, false) => CompileMode::Whole,
             (ModuleLayout::PerSource, true) => {
@@ -223,6 +236,8 @@ impl KernelBuild {
             kernels_dir: &self.kernels_dir,
             root: self.pins.root(),
             sources,
+            host_sources,
+            static_lib: self.out_dir.join(format!("lib{}.a", k.static_lib)),
             targets: matrix.targets(),
             rust,
             fatbin: self.out_dir.join("kernels.fatbin"),
@@ -280,6 +295,7 @@ impl KernelBuild {
     fn describe(&self, plan: &BuildPlan) -> Result<Manifest, BuildError> {
         let names = (plan.sources.iter())
             .map(|s| source_name(s, &self.kernels_dir))
+            .chain(plan.hosts.iter().map(|h| h.name.clone()))
             .collect();
         let mut manifest = self.new_manifest(plan, names)?;
         for (target, module) in plan.modules() {
@@ -288,6 +304,7 @@ impl KernelBuild {
         // Which kernels each source holds, for gates that name a source: from its SASS objects
         // (the PTX route's LTO IR lists none).
         let mut by_source: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        self.describe_static_lib(plan, &mut manifest, &mut by_source)?;
         if !self.pins.kernels.gates.is_empty() {
             for j in plan
                 .compiles
@@ -325,6 +342,7 @@ impl KernelBuild {
     ) -> Result<(Manifest, Vec<(String, u64, u64)>), BuildError> {
         let names = (plan.sources.iter())
             .map(|s| source_name(s, &self.kernels_dir))
+            .chain(plan.hosts.iter().map(|h| h.name.clone()))
             .collect();
         let mut manifest = self.new_manifest(plan, names)?;
         let mut by_source: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -358,6 +376,7 @@ impl KernelBuild {
             table.push((m.stem.clone(), all.len() as u64, bytes.len() as u64));
             all.extend_from_slice(&bytes);
         }
+        self.describe_static_lib(plan, &mut manifest, &mut by_source)?;
         // The manifest's targets in matrix order, as a one-module build lists them.
         let order: Vec<Target> = plan.targets.clone();
         manifest
@@ -367,6 +386,65 @@ impl KernelBuild {
         std::fs::write(&plan.fatbin, &all)
             .map_err(io(format!("writing {}", plan.fatbin.display())))?;
         Ok((manifest, table))
+    }
+
+    /// The host-launched sources' device code, read from their objects: a manifest entry of its
+    /// own (the static library) and part of each target's kernels.
+    fn describe_static_lib(
+        &self,
+        plan: &BuildPlan,
+        manifest: &mut Manifest,
+        by_source: &mut BTreeMap<String, BTreeSet<String>>,
+    ) -> Result<(), BuildError> {
+        let Some(lib) = &plan.static_lib else {
+            return Ok(());
+        };
+        let mut module = kiln_manifest::Module {
+            name: lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            sources: plan.hosts.iter().map(|h| h.name.clone()).collect(),
+            targets: Vec::new(),
+        };
+        for h in &plan.hosts {
+            for entry in crate::host::device_code(&plan.cache.path(&h.key, "o"))? {
+                by_source.entry(h.name.clone()).or_default().extend(entry.kernels.iter().cloned());
+                derived_manifest::merge_target(manifest, &entry);
+                match module.targets.iter_mut().find(|t| t.target == entry.target) {
+                    Some(t) => {
+                        t.kernels.extend(entry.kernels);
+                        t.kernels.sort();
+                        t.kernels.dedup();
+                    }
+                    None => module.targets.push(entry),
+                }
+            }
+        }
+        module.targets.sort_by_key(|t| plan.targets.iter().position(|o| *o == t.target));
+        manifest.static_lib = Some(module);
+        Ok(())
+    }
+
+    /// `lib<name>.a` of the host objects, and (in a build script) the directives that link it
+    /// with the CUDA runtime's static library (which loads libcuda.so.1 itself at run time).
+    fn link_static_lib(&self, plan: &BuildPlan) -> Result<(), BuildError> {
+        let Some(lib) = &plan.static_lib else {
+            return Ok(());
+        };
+        let objects: Vec<PathBuf> = plan.hosts.iter().map(|h| plan.cache.path(&h.key, "o")).collect();
+        crate::host::archive(&objects, lib)?;
+        if self.cargo {
+            println!("cargo:rustc-link-search=native={}", self.out_dir.display());
+            println!("cargo:rustc-link-lib=static={}", self.pins.kernels.static_lib);
+            let home = plan.toolkit.cuda_home();
+            for dir in ["lib", "lib64"] {
+                if home.join(dir).join("libcudart_static.a").is_file() {
+                    println!("cargo:rustc-link-search=native={}", home.join(dir).display());
+                }
+            }
+            for l in ["static=cudart_static", "dylib=stdc++", "dylib=dl", "dylib=rt", "dylib=pthread"] {
+                println!("cargo:rustc-link-lib={l}");
+            }
+        }
+        Ok(())
     }
 
     /// Languages, gates and the every-kernel-everywhere check, shared by both layouts.
@@ -459,12 +537,16 @@ impl KernelBuild {
     /// job still shows them): on stderr, and as cargo warnings in a build script.
     fn show_warnings(&self, plan: &BuildPlan) -> Vec<String> {
         let mut shown = Vec::new();
-        for j in &plan.compiles {
-            let Ok(text) = std::fs::read_to_string(j.warnings_path(&plan.cache)) else {
+        let device = (plan.compiles.iter())
+            .map(|j| (j.warnings_path(&plan.cache), &j.name, j.target.name()));
+        let host = (plan.hosts.iter())
+            .map(|h| (plan.cache.path(&h.key, "warnings"), &h.name, "host+device".to_string()));
+        for (path, name, target) in device.chain(host) {
+            let Ok(text) = std::fs::read_to_string(path) else {
                 continue;
             };
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                let line = format!("nvcc ({} for {}): {line}", j.name, j.target);
+                let line = format!("nvcc ({name} for {target}): {line}");
                 if self.cargo {
                     println!("cargo:warning={line}");
                 } else if self.progress {
@@ -484,7 +566,11 @@ impl KernelBuild {
             keep.insert(plan.cache.path(&j.key, j.ext()));
             keep.insert(j.warnings_path(&plan.cache));
         }
-        keep.extend(plan.assembles.iter().map(|j| plan.cache.path(&j.key, "cubin")));
+        keep.extend(
+            plan.assembles
+                .iter()
+                .map(|j| plan.cache.path(&j.key, "cubin")),
+        );
         for l in &plan.links {
             keep.insert(plan.cache.path(&l.key, l.ext()));
             if let Ok(k) = l.bytes_key(&plan.toolkit) {

@@ -35,6 +35,7 @@ pub fn new(pins: &Pins, nvcc_version: &str, flags: &[String], sources: Vec<Strin
         kernel_rustc_version: String::new(),
         gates: Default::default(),
         modules: Vec::new(),
+        static_lib: None,
         cuda_range: pins.kernels.cuda.clone(),
         matrix_override: None,
     }

@@ -125,6 +125,16 @@ pub(crate) fn tasks<'a>(
                     make: Box::new(move |s| j.produce(tk, flags, cache, s)),
                 })
                 .collect();
+            compile.extend(plan.hosts.iter().map(|j| Task {
+                verb: "compiled",
+                what: j.name.clone(),
+                target: "host+device".into(),
+                key: j.key.clone(),
+                ext: "o",
+                cost: u64::MAX / 2, // every target in one process: the longest C++ job
+                kind: Counted::Compile,
+                make: Box::new(move |s| j.produce(tk, flags, cache, s)),
+            }));
             if let Some((ptx, _, _)) = rust {
                 compile.insert(0, ptx);
             }

@@ -97,7 +97,12 @@ pub struct AssembleJob {
 
 impl AssembleJob {
     /// Keys the assembly of `ptx_job`'s output for `target`.
-    pub fn new(target: Target, ptx_job: &CompileJob, cache: &Cache, toolkit: &Toolkit) -> AssembleJob {
+    pub fn new(
+        target: Target,
+        ptx_job: &CompileJob,
+        cache: &Cache,
+        toolkit: &Toolkit,
+    ) -> AssembleJob {
         let key = KeyBuilder::new("assemble")
             .field("nvcc", toolkit.version.as_bytes())
             .field("target", target.name().as_bytes())

@@ -77,6 +77,12 @@
 //! [`progress`] prints the job lines and the summary.
 //! A `kernels/rust` crate is the second source kind ([`rust`]): one PTX from the kernel rustc,
 //! `ptxas` per SASS target, linked by the same `nvlink` into the same per-target modules.
+//!
+//! A project's `[package.metadata.kiln.kernels]` table ([`kiln_pins::KernelsPins`]) shapes the
+//! build: sources elsewhere, `-D`/`-I`/flags, arch [`gates`] checked against the bytes, one
+//! module per source ([`jobs::CompileMode::Whole`], no device link), `rdc` for cross-file
+//! device calls, host-launched sources as a static library ([`host`]), the accepted CUDA range
+//! and the cache cap. `KILN_ARCHS` narrows the matrix at build time.
 
 #![warn(missing_docs)]
 
@@ -87,6 +93,7 @@ pub mod derived_manifest;
 mod error;
 pub mod fatbin;
 pub mod gates;
+pub mod host;
 pub mod jobs;
 pub mod nix_matrix;
 pub mod plan;

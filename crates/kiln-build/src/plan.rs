@@ -131,6 +131,11 @@ pub struct BuildPlan {
     pub compiles: Vec<CompileJob>,
     /// `ptxas` of a `+PTX` entry's PTX for its SASS target (whole-program builds).
     pub assembles: Vec<AssembleJob>,
+    /// Host-launched sources (`host-sources`), each compiled with its host code for every
+    /// target; archived into [`BuildPlan::static_lib`].
+    pub hosts: Vec<crate::host::HostJob>,
+    /// `lib<name>.a` in the output directory, when there are host sources.
+    pub static_lib: Option<PathBuf>,
     /// The Rust kernel crate's jobs, if there is a `kernels/rust`.
     pub rust: Option<RustJobs>,
     /// nvlink jobs, one per target.
@@ -157,6 +162,10 @@ pub struct PlanInputs<'a> {
     pub root: &'a Path,
     /// Each source with the project headers it reads.
     pub sources: Vec<(PathBuf, Vec<PathBuf>)>,
+    /// Host-launched sources with their headers, and the static library's path.
+    pub host_sources: Vec<(PathBuf, Vec<PathBuf>)>,
+    /// Where the static library of the host sources goes.
+    pub static_lib: PathBuf,
     /// The targets to build, from the arch matrix.
     pub targets: Vec<Target>,
     /// The Rust kernel crate and the kernel rustc for it, if there is a `kernels/rust`.
@@ -225,8 +234,16 @@ impl BuildPlan {
             }
             None => None,
         };
+        let mut hosts = Vec::new();
+        for (source, headers) in &i.host_sources {
+            let name = source_name(source, i.kernels_dir);
+            let h = crate::host::HostJob::new(source, &name, headers.clone(), &i.targets, &settings, &i.toolkit)?;
+            hosts.push(h);
+        }
+        let static_lib = (!hosts.is_empty()).then(|| i.static_lib.clone());
         let links = match i.mode {
             CompileMode::Whole => Vec::new(),
+            _ if compiles.is_empty() && rust.is_none() => Vec::new(),
             _ => link_jobs(&i, &compiles, rust.as_ref()),
         };
         let mut plan = BuildPlan {
@@ -239,6 +256,8 @@ impl BuildPlan {
             targets: i.targets,
             compiles,
             assembles,
+            hosts,
+            static_lib,
             rust,
             links,
             fatbin: i.fatbin,
@@ -298,6 +317,7 @@ impl BuildPlan {
     pub fn to_plan(&self) -> Result<Plan, BuildError> {
         let mut jobs: Vec<PlannedJob> = self.compiles.iter().map(|j| self.compile(j)).collect();
         jobs.extend(self.assembles.iter().map(|j| self.assemble(j)));
+        jobs.extend(self.hosts.iter().map(|j| self.host(j)));
         if let Some(r) = &self.rust {
             jobs.push(self.rust_ptx(r));
             jobs.extend(r.ptxas.iter().map(|j| self.ptxas(j)));
@@ -338,11 +358,28 @@ impl BuildPlan {
         planned(id, Stage::Compile, j.target.name(), inputs, &cmd, output)
     }
 
+    /// A host compile; kiln-build also strips the object's `tmpxft_…` file symbol
+    /// ([`crate::host`]), which an outside executor's output keeps (valid, not byte-identical).
+    fn host(&self, j: &crate::host::HostJob) -> PlannedJob {
+        let output = self.cache.path(&j.key, "o");
+        let cmd = j.command(&self.toolkit, &self.flags, &output);
+        let inputs = std::iter::once(j.source.clone()).chain(j.headers.iter().cloned()).collect();
+        let id = format!("host:{}", j.name);
+        planned(id, Stage::Compile, String::new(), inputs, &cmd, output)
+    }
+
     fn assemble(&self, j: &AssembleJob) -> PlannedJob {
         let output = self.cache.path(&j.key, "cubin");
         let cmd = j.command(&self.toolkit, &output);
         let id = format!("ptxas:{}:{}", j.name, j.target.name());
-        planned(id, Stage::Assemble, j.target.name(), vec![j.ptx.clone()], &cmd, output)
+        planned(
+            id,
+            Stage::Assemble,
+            j.target.name(),
+            vec![j.ptx.clone()],
+            &cmd,
+            output,
+        )
     }
 
     fn rust_ptx(&self, r: &RustJobs) -> PlannedJob {

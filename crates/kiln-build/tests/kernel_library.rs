@@ -66,30 +66,37 @@ fn kernels_of<'a>(out: &'a BuildOutput, target: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// The fatbin and manifest as kiln-embed puts them in a shared library, audited with the
-/// project's own table as the policy.
+/// The fatbin and manifest as a crate using kiln-embed links them: sections `.nv_fatbin` and
+/// `.kiln_manifest` from the build's files, merged by the linker with the static library's
+/// objects (whose own `.nv_fatbin` holds the host-launched kernels); audited with the project's
+/// own table as the policy.
 fn audit(out: &BuildOutput, root: &Path) -> kiln_audit::Report {
     let dir = out.fatbin.parent().unwrap();
-    let c = dir.join("empty.c");
-    std::fs::write(&c, "int kiln_fixture_marker;\n").unwrap();
+    let section = |file: &Path, name: &str, obj: &str| {
+        let o = std::process::Command::new("objcopy")
+            .args(["-I", "binary", "-O", "elf64-x86-64", "-B", "i386:x86-64"])
+            .arg(format!("--rename-section=.data={name},alloc,load,readonly,data,contents"))
+            .arg(format!("--set-section-alignment={name}=8"))
+            .arg(file)
+            .arg(dir.join(obj))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        dir.join(obj)
+    };
+    let fat = section(&out.fatbin, ".nv_fatbin", "fatbin.o");
+    let man = section(&out.manifest_path, ".kiln_manifest", "manifest.o");
     let so = dir.join("libfixture.so");
-    let cc = std::process::Command::new("cc")
-        .args(["-shared", "-o"])
-        .arg(&so)
-        .arg(&c)
-        .status()
-        .unwrap();
-    assert!(cc.success());
-    let objcopy = std::process::Command::new("objcopy")
-        .arg(format!("--add-section=.nv_fatbin={}", out.fatbin.display()))
-        .arg(format!(
-            "--add-section=.kiln_manifest={}",
-            out.manifest_path.display()
-        ))
-        .arg(&so)
-        .status()
-        .unwrap();
-    assert!(objcopy.success());
+    let cuda_lib = common::real_nvcc().parent().unwrap().parent().unwrap().join("lib");
+    let mut cc = std::process::Command::new("cc");
+    cc.args(["-shared", "-o"]).arg(&so).arg(&fat).arg(&man);
+    if let Some(lib) = &out.static_lib {
+        cc.arg("-Wl,--whole-archive").arg(lib).arg("-Wl,--no-whole-archive");
+        cc.arg(format!("-L{}", cuda_lib.display()));
+        cc.args(["-lcudart_static", "-lstdc++", "-ldl", "-lpthread", "-lrt"]);
+    }
+    let o = cc.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let pins = Pins::load(&root.join("Cargo.toml")).unwrap();
     let policy = kiln_audit::Policy::from_pins(&pins);
     kiln_audit::audit(&so, &policy, &Default::default(), &kiln_audit::NoProgress).unwrap()
@@ -152,6 +159,53 @@ fn the_fixture_builds_per_source_modules_for_every_target_and_audits_clean() {
     let again = build(&root2, &tmp2.path().join("out"), &[]).unwrap();
     assert_eq!(std::fs::read(&again.fatbin).unwrap(), whole);
     assert_eq!(again.summary.cached, 0);
+    let lib = |o: &BuildOutput| std::fs::read(o.static_lib.as_ref().unwrap()).unwrap();
+    assert!(lib(&again) == lib(&out), "the static library is byte-identical too");
+}
+
+#[test]
+fn host_launched_kernels_become_a_static_library_that_links_without_libcuda() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixture(tmp.path(), unchanged);
+    let out = build(&root, &tmp.path().join("out"), &[]).unwrap();
+    let lib = out.static_lib.clone().unwrap();
+    assert!(lib.ends_with("libkernel_library_host.a"), "{}", lib.display());
+    let host = out.manifest.static_lib.as_ref().unwrap();
+    assert_eq!(host.sources, ["launch.cu"]);
+    let targets: Vec<String> = host.targets.iter().map(|t| t.target.name()).collect();
+    assert_eq!(targets, ["sm_80", "sm_89", "sm_90", "compute_90"]);
+    for t in &host.targets {
+        assert!(t.kernels.iter().any(|k| k.contains("scale_add")), "{t:?}");
+    }
+    assert!(kernels_of(&out, "sm_80").iter().any(|k| k.contains("scale_add")));
+    assert!(!out.manifest.modules.iter().any(|m| m.sources.contains(&"launch.cu".to_string())));
+    // A C program calling it links against the library and the static CUDA runtime.
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("main.c"),
+        "#include <stddef.h>\nint kernel_library_scale_add(size_t, const float*, const float*, float*, float, void*);\n\
+         int main(int argc, char** argv) { (void)argv; return argc > 5 ? kernel_library_scale_add(0, 0, 0, 0, 1.0f, 0) : 0; }\n",
+    )
+    .unwrap();
+    let cuda_lib = common::real_nvcc().parent().unwrap().parent().unwrap().join("lib");
+    let exe = dir.join("calls-kernels");
+    let cc = std::process::Command::new("cc")
+        .arg(dir.join("main.c"))
+        .arg(format!("-L{}", lib.parent().unwrap().display()))
+        .arg("-lkernel_library_host")
+        .arg(format!("-L{}", cuda_lib.display()))
+        .args(["-lcudart_static", "-lstdc++", "-ldl", "-lpthread", "-lrt", "-o"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+    let dynamic = std::process::Command::new("readelf").arg("-d").arg(&exe).output().unwrap();
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    assert!(!dynamic.contains("libcuda"), "never linked against libcuda: {dynamic}");
+    let symbols = std::process::Command::new("nm").arg(&lib).output().unwrap();
+    assert!(String::from_utf8_lossy(&symbols.stdout).contains(" T kernel_library_scale_add"));
+    // It runs (the launch is not reached: no GPU here).
+    assert!(std::process::Command::new(&exe).status().unwrap().success());
 }
 
 #[test]
@@ -212,17 +266,18 @@ fn nvcc_environment_and_defines_are_in_the_key() {
     let root = fixture(tmp.path(), unchanged);
     let out = tmp.path().join("out");
     let narrow = ("KILN_ARCHS", "8.9");
+    // Three device compiles and launch.cu's host compile.
     let first = build(&root, &out, &[narrow]).unwrap().summary;
-    assert_eq!((first.compiled, first.cached), (3, 0), "{first}");
+    assert_eq!((first.compiled, first.cached), (4, 0), "{first}");
     let appended = [narrow, ("NVCC_APPEND_FLAGS", "-DKILN_FIXTURE_EXTRA=1")];
     let s = build(&root, &out, &appended).unwrap().summary;
     assert_eq!(
         (s.compiled, s.cached),
-        (3, 0),
+        (4, 0),
         "NVCC_APPEND_FLAGS must rebuild: {s}"
     );
     let s = build(&root, &out, &appended).unwrap().summary;
-    assert_eq!((s.compiled, s.cached), (0, 3), "{s}");
+    assert_eq!((s.compiled, s.cached), (0, 4), "{s}");
     // A definition in the project's table.
     let toml = root.join("Cargo.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
@@ -235,7 +290,7 @@ fn nvcc_environment_and_defines_are_in_the_key() {
     )
     .unwrap();
     let s = build(&root, &out, &appended).unwrap().summary;
-    assert_eq!((s.compiled, s.cached), (3, 0), "a -D must rebuild: {s}");
+    assert_eq!((s.compiled, s.cached), (4, 0), "a -D must rebuild: {s}");
 }
 
 #[test]
@@ -257,7 +312,7 @@ fn an_outside_header_edit_rebuilds_exactly_the_jobs_that_include_it() {
     .unwrap();
     let vars = [("KILN_ARCHS", "8.0 9.0")];
     let first = build(&root, &out, &vars).unwrap().summary;
-    assert_eq!(first.compiled, 6, "{first}");
+    assert_eq!(first.compiled, 7, "{first}");
     common::write(
         &root.join("common/scale.cuh"),
         "#define AFFINE_EXTRA 1.0f\n",
@@ -265,7 +320,7 @@ fn an_outside_header_edit_rebuilds_exactly_the_jobs_that_include_it() {
     let s = build(&root, &out, &vars).unwrap().summary;
     assert_eq!(
         (s.compiled, s.cached),
-        (2, 4),
+        (2, 5),
         "affine.cu's two jobs only: {s}"
     );
 }
@@ -279,7 +334,7 @@ fn a_comment_only_edit_relinks_nothing() {
     let first = build(&root, &out, &vars).unwrap();
     assert_eq!(
         (first.summary.compiled, first.summary.linked),
-        (6, 2),
+        (7, 2),
         "{}",
         first.summary
     );

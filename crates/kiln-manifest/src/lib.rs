@@ -118,6 +118,11 @@ pub struct Manifest {
     /// Per-source modules (`modules = "per-source"`); empty for one module per target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modules: Vec<Module>,
+    /// Host-launched kernels (`host-sources`): the static library the crate links (name
+    /// `lib<name>.a`), its sources and what its objects' device code holds per target. Their
+    /// kernels are in `targets` too (the linked binary's `.nv_fatbin` holds them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_lib: Option<Module>,
     /// The nvcc releases the project accepts (`kernels.cuda`); absent: the exact pin
     /// (`toolchain.nvcc` always records the release that ran).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -145,6 +145,10 @@ pub(crate) struct RawKernels {
     cuda: Option<String>,
     #[serde(default)]
     cache_max_mb: Option<u64>,
+    #[serde(default)]
+    host_sources: Vec<String>,
+    #[serde(default)]
+    static_lib: Option<String>,
 }
 
 /// `[…metadata.kiln.kernels]`, validated.
@@ -172,6 +176,12 @@ pub struct KernelsPins {
     pub cuda: Option<String>,
     /// Size cap of the compile cache in MiB; least recently used entries go first.
     pub cache_max_mb: u64,
+    /// Sources (names relative to `dir`; `*` and `?` match within a name) whose host code
+    /// launches their kernels: compiled with it (`nvcc -c`, every target) into a static
+    /// library the crate links, not into a module.
+    pub host_sources: Vec<String>,
+    /// That library's name (`lib<name>.a`); default "kiln_host_kernels".
+    pub static_lib: String,
 }
 
 impl Default for KernelsPins {
@@ -187,9 +197,14 @@ impl Default for KernelsPins {
             gates: BTreeMap::new(),
             cuda: None,
             cache_max_mb: DEFAULT_CACHE_MAX_MB,
+            host_sources: Vec::new(),
+            static_lib: DEFAULT_STATIC_LIB.into(),
         }
     }
 }
+
+/// The static library's default name.
+pub const DEFAULT_STATIC_LIB: &str = "kiln_host_kernels";
 
 /// The default compile-cache cap: 4 GiB.
 pub const DEFAULT_CACHE_MAX_MB: u64 = 4096;
@@ -233,6 +248,12 @@ impl KernelsPins {
                 ))
             })?;
         }
+        let static_lib = raw.static_lib.unwrap_or_else(|| DEFAULT_STATIC_LIB.into());
+        let lib_ok = !static_lib.is_empty()
+            && static_lib.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !lib_ok {
+            return Err(bad(format!("static-lib = {static_lib:?}: a library name (letters, digits, _ and -)")));
+        }
         if raw.cache_max_mb == Some(0) {
             return Err(bad(
                 "cache-max-mb = 0 would evict every compiled kernel at once".into(),
@@ -249,6 +270,8 @@ impl KernelsPins {
             gates,
             cuda: raw.cuda,
             cache_max_mb: raw.cache_max_mb.unwrap_or(DEFAULT_CACHE_MAX_MB),
+            host_sources: raw.host_sources,
+            static_lib,
         })
     }
 
@@ -265,6 +288,12 @@ impl KernelsPins {
             return false;
         };
         spec.contains(&v)
+    }
+
+    /// Whether a source (name relative to `dir`) is compiled with its host code into the static
+    /// library.
+    pub fn is_host_source(&self, name: &str) -> bool {
+        self.host_sources.iter().any(|p| wildcard(p.as_bytes(), name.as_bytes()))
     }
 
     /// Whether a source file name (relative to `dir`) is excluded.

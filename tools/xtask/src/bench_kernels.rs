@@ -101,7 +101,11 @@ pub fn run(args: Args) -> Result<()> {
                     // they were): one more definition the compiler must see.
                     std::fs::write(
                         &edited,
-                        [&original[..], format!("\n#define KILN_BENCH_EDIT_{round} 1\n").as_bytes()].concat(),
+                        [
+                            &original[..],
+                            format!("\n#define KILN_BENCH_EDIT_{round} 1\n").as_bytes(),
+                        ]
+                        .concat(),
                     )?;
                     let s = timed_with(|| kiln(&out, &cache));
                     std::fs::write(&edited, &original)?;

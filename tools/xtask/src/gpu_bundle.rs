@@ -8,6 +8,7 @@
 //!   kiln_cuda-<version>-cp39-abi3-manylinux_*.whl
 //!   bin/<executable>                                         (kiln-runtime's tests, kiln-gpu-bench, kiln)
 //!   bin/run-rust-gpu.sh                                      (kiln-runtime's runner for them)
+//!   kernel-library/{per-source,one-module}/                  (checks/kernel-library built by kiln-build)
 //!   bundle.json                                              (what is here and how to run it)
 //!   policy/Cargo.toml                                        (the pins, for `kiln audit`)
 
@@ -33,6 +34,7 @@ const SCRIPTS: &[&str] = &[
     "test_torch_native.py",
     "bench_torch.py",
     "bench_decode.py",
+    "test_kernel_library.py",
 ];
 
 /// kiln-runtime's GPU test executables, its benchmark, and its runner for both
@@ -105,6 +107,8 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         None
     };
+
+    kernel_library(&layout, &root, &out.join("kernel-library"))?;
 
     for script in SCRIPTS {
         let src = root.join("checks/gpu-bundle").join(script);
@@ -243,6 +247,72 @@ fn git(root: &Path, args: &[&str]) -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// checks/kernel-library built by kiln-build twice — as declared (one module per source, with
+/// each module's PTX alone for the driver's JIT) and linked into one module per target — for
+/// test_kernel_library.py to load and run.
+fn kernel_library(layout: &Layout, root: &Path, out: &Path) -> Result<()> {
+    let scratch = tempfile::tempdir()?;
+    let project = scratch.path().join("kernel-library");
+    let fixture = root.join("checks/kernel-library");
+    for sub in ["kernels", "common"] {
+        std::fs::create_dir_all(project.join(sub))?;
+        for e in std::fs::read_dir(fixture.join(sub))? {
+            let p = e?.path();
+            std::fs::copy(
+                &p,
+                project.join(sub).join(p.file_name().context("file name")?),
+            )?;
+        }
+    }
+    let toml = std::fs::read_to_string(fixture.join("Cargo.toml"))?;
+    let nvcc = layout.cuda_home().join("bin/nvcc");
+    let cache = scratch.path().join("cache");
+    for (dir, text) in [
+        ("per-source", toml.clone()),
+        ("one-module", toml.replace("modules = \"per-source\"\n", "")),
+    ] {
+        std::fs::write(project.join("Cargo.toml"), &text)?;
+        let pins = kiln_pins::Pins::load(&project.join("Cargo.toml"))?;
+        let nvcc = nvcc.clone();
+        let build = || {
+            let nvcc = nvcc.clone();
+            kiln_build::KernelBuild::new(pins.clone(), project.join("kernels"), out.join(dir))
+                .cache_dir(cache.clone())
+                .env(move |k| (k == "KILN_NVCC").then(|| nvcc.clone().into_os_string()))
+                .progress(false)
+        };
+        let built = build()
+            .run()
+            .with_context(|| format!("building checks/kernel-library ({dir})"))?;
+        if let (Some(lib), "per-source") = (&built.static_lib, dir) {
+            // What a crate linking the static library gets, as a shared library Python loads.
+            let so = out.join(dir).join("libkernel_library_host_test.so");
+            let mut cc = Command::new("cc");
+            cc.args(["-shared", "-o"]).arg(&so);
+            cc.arg("-Wl,--whole-archive").arg(lib).arg("-Wl,--no-whole-archive");
+            cc.arg(format!("-L{}", layout.cuda_home().join("lib").display()));
+            cc.args(["-lcudart_static", "-lstdc++", "-ldl", "-lpthread", "-lrt"]);
+            crate::toolchain::run_checked(&mut cc)?;
+        }
+        if dir == "per-source" {
+            let ptx = out.join(dir).join("ptx");
+            std::fs::create_dir_all(&ptx)?;
+            for j in build().plan()?.jobs {
+                let mut parts = j.id.split(':');
+                if let (Some("compile"), Some(source), Some(target)) =
+                    (parts.next(), parts.next(), parts.next())
+                {
+                    if target.starts_with("compute_") {
+                        let stem = source.trim_end_matches(".cu").replace('/', "_");
+                        std::fs::copy(&j.output, ptx.join(format!("{stem}.{target}.ptx")))?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn set_executable(path: &Path) -> Result<()> {
