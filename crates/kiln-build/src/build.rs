@@ -339,7 +339,7 @@ impl KernelBuild {
     fn describe_and_combine_modules(
         &self,
         plan: &BuildPlan,
-    ) -> Result<(Manifest, Vec<(String, u64, u64)>), BuildError> {
+    ) -> Result<(Manifest, ModuleTable), BuildError> {
         let names = (plan.sources.iter())
             .map(|s| source_name(s, &self.kernels_dir))
             .chain(plan.hosts.iter().map(|h| h.name.clone()))
@@ -400,13 +400,19 @@ impl KernelBuild {
             return Ok(());
         };
         let mut module = kiln_manifest::Module {
-            name: lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            name: lib
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             sources: plan.hosts.iter().map(|h| h.name.clone()).collect(),
             targets: Vec::new(),
         };
         for h in &plan.hosts {
             for entry in crate::host::device_code(&plan.cache.path(&h.key, "o"))? {
-                by_source.entry(h.name.clone()).or_default().extend(entry.kernels.iter().cloned());
+                by_source
+                    .entry(h.name.clone())
+                    .or_default()
+                    .extend(entry.kernels.iter().cloned());
                 derived_manifest::merge_target(manifest, &entry);
                 match module.targets.iter_mut().find(|t| t.target == entry.target) {
                     Some(t) => {
@@ -418,7 +424,9 @@ impl KernelBuild {
                 }
             }
         }
-        module.targets.sort_by_key(|t| plan.targets.iter().position(|o| *o == t.target));
+        module
+            .targets
+            .sort_by_key(|t| plan.targets.iter().position(|o| *o == t.target));
         manifest.static_lib = Some(module);
         Ok(())
     }
@@ -429,18 +437,34 @@ impl KernelBuild {
         let Some(lib) = &plan.static_lib else {
             return Ok(());
         };
-        let objects: Vec<PathBuf> = plan.hosts.iter().map(|h| plan.cache.path(&h.key, "o")).collect();
+        let objects: Vec<PathBuf> = plan
+            .hosts
+            .iter()
+            .map(|h| plan.cache.path(&h.key, "o"))
+            .collect();
         crate::host::archive(&objects, lib)?;
         if self.cargo {
             println!("cargo:rustc-link-search=native={}", self.out_dir.display());
-            println!("cargo:rustc-link-lib=static={}", self.pins.kernels.static_lib);
+            println!(
+                "cargo:rustc-link-lib=static={}",
+                self.pins.kernels.static_lib
+            );
             let home = plan.toolkit.cuda_home();
             for dir in ["lib", "lib64"] {
                 if home.join(dir).join("libcudart_static.a").is_file() {
-                    println!("cargo:rustc-link-search=native={}", home.join(dir).display());
+                    println!(
+                        "cargo:rustc-link-search=native={}",
+                        home.join(dir).display()
+                    );
                 }
             }
-            for l in ["static=cudart_static", "dylib=stdc++", "dylib=dl", "dylib=rt", "dylib=pthread"] {
+            for l in [
+                "static=cudart_static",
+                "dylib=stdc++",
+                "dylib=dl",
+                "dylib=rt",
+                "dylib=pthread",
+            ] {
                 println!("cargo:rustc-link-lib={l}");
             }
         }
@@ -539,8 +563,13 @@ impl KernelBuild {
         let mut shown = Vec::new();
         let device = (plan.compiles.iter())
             .map(|j| (j.warnings_path(&plan.cache), &j.name, j.target.name()));
-        let host = (plan.hosts.iter())
-            .map(|h| (plan.cache.path(&h.key, "warnings"), &h.name, "host+device".to_string()));
+        let host = (plan.hosts.iter()).map(|h| {
+            (
+                plan.cache.path(&h.key, "warnings"),
+                &h.name,
+                "host+device".to_string(),
+            )
+        });
         for (path, name, target) in device.chain(host) {
             let Ok(text) = std::fs::read_to_string(path) else {
                 continue;
@@ -706,9 +735,12 @@ fn flags_for_manifest(flags: &[String], kernels_dir: &Path, root: &Path) -> Vec<
         .collect()
 }
 
+/// Each module's (name, offset, length) inside `kernels.fatbin`.
+type ModuleTable = Vec<(String, u64, u64)>;
+
 /// `kernels.modules.rs`: where each module's fatbin lies inside `kernels.fatbin` (name, offset,
 /// length), for `kiln_embed::embed!`'s `module(name)`. One module: the whole fatbin.
-fn write_module_table(out_dir: &Path, table: &[(String, u64, u64)]) -> Result<(), BuildError> {
+fn write_module_table(out_dir: &Path, table: &ModuleTable) -> Result<(), BuildError> {
     let mut text = String::from(
         "// Written by kiln-build: each module's fatbin inside kernels.fatbin (name, offset, length).\n[\n",
     );

@@ -132,8 +132,8 @@ impl HostJob {
 
 /// Removes the `STT_FILE` symbols nvcc names after its temporary files (`tmpxft_…`).
 fn strip_temp_file_symbols(object_path: &Path) -> Result<(), BuildError> {
-    let bytes = std::fs::read(object_path)
-        .map_err(io(format!("reading {}", object_path.display())))?;
+    let bytes =
+        std::fs::read(object_path).map_err(io(format!("reading {}", object_path.display())))?;
     let file = object::File::parse(&*bytes).map_err(|e| bad(object_path, e.to_string()))?;
     let names: Vec<String> = (file.symbols())
         .filter(|s| s.kind() == object::SymbolKind::File)
@@ -161,22 +161,29 @@ fn bad(path: &Path, message: String) -> BuildError {
 
 /// What a host object's `.nv_fatbin` holds: each target's kernels (and the PTX ISA of PTX).
 pub fn device_code(object_path: &Path) -> Result<Vec<kiln_manifest::TargetKernels>, BuildError> {
-    let bytes = std::fs::read(object_path)
-        .map_err(io(format!("reading {}", object_path.display())))?;
+    let bytes =
+        std::fs::read(object_path).map_err(io(format!("reading {}", object_path.display())))?;
     let file = object::File::parse(&*bytes).map_err(|e| bad(object_path, e.to_string()))?;
     let Some(section) = file.section_by_name(".nv_fatbin") else {
         return Ok(Vec::new());
     };
-    let data = section.data().map_err(|e| bad(object_path, e.to_string()))?;
+    let data = section
+        .data()
+        .map_err(|e| bad(object_path, e.to_string()))?;
     let containers =
         kiln_fatbin::container::parse(data).map_err(|e| bad(object_path, e.to_string()))?;
     let mut out: Vec<kiln_manifest::TargetKernels> = Vec::new();
     for entry in containers.iter().flat_map(|c| &c.entries) {
-        let Some(target) = entry.target() else { continue };
-        let payload = entry.decompress().map_err(|e| bad(object_path, e.to_string()))?;
+        let Some(target) = entry.target() else {
+            continue;
+        };
+        let payload = entry
+            .decompress()
+            .map_err(|e| bad(object_path, e.to_string()))?;
         let (kernels, ptx_isa) = match target.kind {
             TargetKind::Sass => (
-                kiln_fatbin::cubin::kernels(&*payload).map_err(|e| bad(object_path, e.to_string()))?,
+                kiln_fatbin::cubin::kernels(&*payload)
+                    .map_err(|e| bad(object_path, e.to_string()))?,
                 None,
             ),
             TargetKind::Ptx => {

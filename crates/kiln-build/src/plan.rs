@@ -237,7 +237,14 @@ impl BuildPlan {
         let mut hosts = Vec::new();
         for (source, headers) in &i.host_sources {
             let name = source_name(source, i.kernels_dir);
-            let h = crate::host::HostJob::new(source, &name, headers.clone(), &i.targets, &settings, &i.toolkit)?;
+            let h = crate::host::HostJob::new(
+                source,
+                &name,
+                headers.clone(),
+                &i.targets,
+                &settings,
+                &i.toolkit,
+            )?;
             hosts.push(h);
         }
         let static_lib = (!hosts.is_empty()).then(|| i.static_lib.clone());
@@ -363,7 +370,9 @@ impl BuildPlan {
     fn host(&self, j: &crate::host::HostJob) -> PlannedJob {
         let output = self.cache.path(&j.key, "o");
         let cmd = j.command(&self.toolkit, &self.flags, &output);
-        let inputs = std::iter::once(j.source.clone()).chain(j.headers.iter().cloned()).collect();
+        let inputs = std::iter::once(j.source.clone())
+            .chain(j.headers.iter().cloned())
+            .collect();
         let id = format!("host:{}", j.name);
         planned(id, Stage::Compile, String::new(), inputs, &cmd, output)
     }

@@ -75,7 +75,9 @@ fn audit(out: &BuildOutput, root: &Path) -> kiln_audit::Report {
     let section = |file: &Path, name: &str, obj: &str| {
         let o = std::process::Command::new("objcopy")
             .args(["-I", "binary", "-O", "elf64-x86-64", "-B", "i386:x86-64"])
-            .arg(format!("--rename-section=.data={name},alloc,load,readonly,data,contents"))
+            .arg(format!(
+                "--rename-section=.data={name},alloc,load,readonly,data,contents"
+            ))
             .arg(format!("--set-section-alignment={name}=8"))
             .arg(file)
             .arg(dir.join(obj))
@@ -87,11 +89,18 @@ fn audit(out: &BuildOutput, root: &Path) -> kiln_audit::Report {
     let fat = section(&out.fatbin, ".nv_fatbin", "fatbin.o");
     let man = section(&out.manifest_path, ".kiln_manifest", "manifest.o");
     let so = dir.join("libfixture.so");
-    let cuda_lib = common::real_nvcc().parent().unwrap().parent().unwrap().join("lib");
+    let cuda_lib = common::real_nvcc()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("lib");
     let mut cc = std::process::Command::new("cc");
     cc.args(["-shared", "-o"]).arg(&so).arg(&fat).arg(&man);
     if let Some(lib) = &out.static_lib {
-        cc.arg("-Wl,--whole-archive").arg(lib).arg("-Wl,--no-whole-archive");
+        cc.arg("-Wl,--whole-archive")
+            .arg(lib)
+            .arg("-Wl,--no-whole-archive");
         cc.arg(format!("-L{}", cuda_lib.display()));
         cc.args(["-lcudart_static", "-lstdc++", "-ldl", "-lpthread", "-lrt"]);
     }
@@ -160,7 +169,10 @@ fn the_fixture_builds_per_source_modules_for_every_target_and_audits_clean() {
     assert_eq!(std::fs::read(&again.fatbin).unwrap(), whole);
     assert_eq!(again.summary.cached, 0);
     let lib = |o: &BuildOutput| std::fs::read(o.static_lib.as_ref().unwrap()).unwrap();
-    assert!(lib(&again) == lib(&out), "the static library is byte-identical too");
+    assert!(
+        lib(&again) == lib(&out),
+        "the static library is byte-identical too"
+    );
 }
 
 #[test]
@@ -169,7 +181,11 @@ fn host_launched_kernels_become_a_static_library_that_links_without_libcuda() {
     let root = fixture(tmp.path(), unchanged);
     let out = build(&root, &tmp.path().join("out"), &[]).unwrap();
     let lib = out.static_lib.clone().unwrap();
-    assert!(lib.ends_with("libkernel_library_host.a"), "{}", lib.display());
+    assert!(
+        lib.ends_with("libkernel_library_host.a"),
+        "{}",
+        lib.display()
+    );
     let host = out.manifest.static_lib.as_ref().unwrap();
     assert_eq!(host.sources, ["launch.cu"]);
     let targets: Vec<String> = host.targets.iter().map(|t| t.target.name()).collect();
@@ -177,8 +193,14 @@ fn host_launched_kernels_become_a_static_library_that_links_without_libcuda() {
     for t in &host.targets {
         assert!(t.kernels.iter().any(|k| k.contains("scale_add")), "{t:?}");
     }
-    assert!(kernels_of(&out, "sm_80").iter().any(|k| k.contains("scale_add")));
-    assert!(!out.manifest.modules.iter().any(|m| m.sources.contains(&"launch.cu".to_string())));
+    assert!(kernels_of(&out, "sm_80")
+        .iter()
+        .any(|k| k.contains("scale_add")));
+    assert!(!out
+        .manifest
+        .modules
+        .iter()
+        .any(|m| m.sources.contains(&"launch.cu".to_string())));
     // A C program calling it links against the library and the static CUDA runtime.
     let dir = tmp.path();
     std::fs::write(
@@ -187,21 +209,44 @@ fn host_launched_kernels_become_a_static_library_that_links_without_libcuda() {
          int main(int argc, char** argv) { (void)argv; return argc > 5 ? kernel_library_scale_add(0, 0, 0, 0, 1.0f, 0) : 0; }\n",
     )
     .unwrap();
-    let cuda_lib = common::real_nvcc().parent().unwrap().parent().unwrap().join("lib");
+    let cuda_lib = common::real_nvcc()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("lib");
     let exe = dir.join("calls-kernels");
     let cc = std::process::Command::new("cc")
         .arg(dir.join("main.c"))
         .arg(format!("-L{}", lib.parent().unwrap().display()))
         .arg("-lkernel_library_host")
         .arg(format!("-L{}", cuda_lib.display()))
-        .args(["-lcudart_static", "-lstdc++", "-ldl", "-lpthread", "-lrt", "-o"])
+        .args([
+            "-lcudart_static",
+            "-lstdc++",
+            "-ldl",
+            "-lpthread",
+            "-lrt",
+            "-o",
+        ])
         .arg(&exe)
         .output()
         .unwrap();
-    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
-    let dynamic = std::process::Command::new("readelf").arg("-d").arg(&exe).output().unwrap();
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let dynamic = std::process::Command::new("readelf")
+        .arg("-d")
+        .arg(&exe)
+        .output()
+        .unwrap();
     let dynamic = String::from_utf8_lossy(&dynamic.stdout);
-    assert!(!dynamic.contains("libcuda"), "never linked against libcuda: {dynamic}");
+    assert!(
+        !dynamic.contains("libcuda"),
+        "never linked against libcuda: {dynamic}"
+    );
     let symbols = std::process::Command::new("nm").arg(&lib).output().unwrap();
     assert!(String::from_utf8_lossy(&symbols.stdout).contains(" T kernel_library_scale_add"));
     // It runs (the launch is not reached: no GPU here).

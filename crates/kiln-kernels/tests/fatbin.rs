@@ -258,3 +258,13 @@ fn the_manifest_is_in_its_own_section_of_this_binary() {
         }
     }
 }
+
+/// A one-module build has one module, "kernels": the whole fatbin, found by name.
+#[test]
+fn the_one_module_is_the_whole_fatbin_by_name() {
+    assert_eq!(kiln_kernels::MODULES.len(), 1);
+    let m = kiln_kernels::module("kernels").expect("module \"kernels\"");
+    assert_eq!(m.as_ptr(), kiln_kernels::fatbin().as_ptr());
+    assert_eq!(m.len(), kiln_kernels::fatbin().len());
+    assert!(kiln_kernels::module("softmax").is_none());
+}

@@ -250,9 +250,13 @@ impl KernelsPins {
         }
         let static_lib = raw.static_lib.unwrap_or_else(|| DEFAULT_STATIC_LIB.into());
         let lib_ok = !static_lib.is_empty()
-            && static_lib.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            && static_lib
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !lib_ok {
-            return Err(bad(format!("static-lib = {static_lib:?}: a library name (letters, digits, _ and -)")));
+            return Err(bad(format!(
+                "static-lib = {static_lib:?}: a library name (letters, digits, _ and -)"
+            )));
         }
         if raw.cache_max_mb == Some(0) {
             return Err(bad(
@@ -293,7 +297,9 @@ impl KernelsPins {
     /// Whether a source (name relative to `dir`) is compiled with its host code into the static
     /// library.
     pub fn is_host_source(&self, name: &str) -> bool {
-        self.host_sources.iter().any(|p| wildcard(p.as_bytes(), name.as_bytes()))
+        self.host_sources
+            .iter()
+            .any(|p| wildcard(p.as_bytes(), name.as_bytes()))
     }
 
     /// Whether a source file name (relative to `dir`) is excluded.

@@ -291,7 +291,9 @@ fn kernel_library(layout: &Layout, root: &Path, out: &Path) -> Result<()> {
             let so = out.join(dir).join("libkernel_library_host_test.so");
             let mut cc = Command::new("cc");
             cc.args(["-shared", "-o"]).arg(&so);
-            cc.arg("-Wl,--whole-archive").arg(lib).arg("-Wl,--no-whole-archive");
+            cc.arg("-Wl,--whole-archive")
+                .arg(lib)
+                .arg("-Wl,--no-whole-archive");
             cc.arg(format!("-L{}", layout.cuda_home().join("lib").display()));
             cc.args(["-lcudart_static", "-lstdc++", "-ldl", "-lpthread", "-lrt"]);
             crate::toolchain::run_checked(&mut cc)?;

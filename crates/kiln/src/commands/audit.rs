@@ -518,7 +518,13 @@ fn render_reach(
                 )
             })
             .unwrap_or_default();
-        let kind = if b.strict {
+        let kind = if b.strict && b.specialised > 0 {
+            // A kiln-built binary's specialised kernels are the ones its manifest gates.
+            format!(
+                "; kiln-built: every kernel counts everywhere but {} gated to the targets its manifest declares",
+                b.specialised
+            )
+        } else if b.strict {
             "; kiln-built: every kernel counts everywhere".to_string()
         } else if b.specialised > 0 {
             format!("; {} specialised for some GPUs", b.specialised)
