@@ -60,6 +60,10 @@ impl Workspace {
             "kiln-pins",
             "kiln-toolchain",
             "kiln-build",
+            // kiln-build's tests audit the kernel-library fixture (a dev-dependency, which
+            // cargo resolves for any workspace member).
+            "kiln-audit",
+            "kiln-wheel",
             "kiln-fatbin",
             "kiln-manifest",
             "kiln-kernels",
