@@ -4,7 +4,10 @@
 Runs the stages in order (compile — nvcc and the Rust crate's cargo —, assemble, link, merge,
 combine), each job into a scratch file renamed onto its `output`, N at a time. The combine job
 writes the fatbin itself; a later kiln-build with the plan's cache directory finds every job
-done and writes the same bytes. Usage: run_plan.py PLAN.json [-j N]
+done and writes the same bytes. With --prebuilt DIR, each job's output is also filed as a
+prebuilt entry, DIR/<id with ':' as '/'>/{output,key} (the job's planned input key), which a
+kiln-build given KILN_PREBUILT_KERNELS=DIR takes instead of running the job — after checking
+the key against its own plan. Usage: run_plan.py PLAN.json [-j N] [--prebuilt DIR]
 """
 import argparse
 import json
@@ -94,10 +97,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("plan")
     ap.add_argument("-j", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--prebuilt", help="also file every job's output as a prebuilt entry here")
     a = ap.parse_args()
     with open(a.plan) as f:
         plan = json.load(f)
-    if plan.get("format") != 2:
+    if plan.get("format") not in (2, 3):
         sys.exit(f"unknown plan format {plan.get('format')!r}")
     ran = 0
     for stage in ("compile", "assemble", "link", "merge", "combine"):
@@ -107,6 +111,15 @@ def main():
         if errors:
             sys.exit("\n".join(errors))
         ran += len(jobs)
+        if a.prebuilt:
+            for j in jobs:
+                if j.get("key"):
+                    entry = os.path.join(a.prebuilt, *j["id"].split(":"))
+                    os.makedirs(entry, exist_ok=True)
+                    with open(j["output"], "rb") as src, open(os.path.join(entry, "output"), "wb") as dst:
+                        dst.write(src.read())
+                    with open(os.path.join(entry, "key"), "w") as f:
+                        f.write(j["key"] + "\n")
     print(f"ran {ran} jobs")
 
 

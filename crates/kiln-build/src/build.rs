@@ -56,6 +56,7 @@ pub struct KernelBuild {
     progress: bool,
     client: jobserver::Client,
     env: EnvLookup,
+    prebuilt_dir: Option<PathBuf>,
 }
 
 /// Where the build reads its environment: the process's, or a test's table.
@@ -95,6 +96,7 @@ impl KernelBuild {
             progress: true,
             client: pool::client_from_env_or_cpus(),
             env: Box::new(|k| std::env::var_os(k)),
+            prebuilt_dir: None,
         }
     }
 
@@ -116,6 +118,14 @@ impl KernelBuild {
         self
     }
 
+    /// Takes job outputs from `dir` where its recorded key matches the plan's, and refuses
+    /// one that does not ([`crate::prebuilt`]); `KILN_PREBUILT_KERNELS` does the same for a
+    /// build script.
+    pub fn prebuilt(mut self, dir: PathBuf) -> Self {
+        self.prebuilt_dir = Some(dir);
+        self
+    }
+
     /// Replaces the environment nvcc is located from (tests).
     pub fn env(mut self, env: impl Fn(&str) -> Option<OsString> + Send + Sync + 'static) -> Self {
         self.env = Box::new(env);
@@ -134,9 +144,11 @@ impl KernelBuild {
     pub fn run(self) -> Result<BuildOutput, BuildError> {
         let started = Instant::now();
         let plan = self.build_plan()?;
+        let prebuilt = self.prebuilt_outputs();
         let exec = Executor {
             client: &self.client,
             progress: self.progress,
+            prebuilt: prebuilt.as_ref(),
         };
         let mut ran = Ran::default();
         for stage in Stage::ALL {
@@ -511,6 +523,13 @@ impl KernelBuild {
         })
     }
 
+    /// The prebuilt directory: [`KernelBuild::prebuilt`], else `KILN_PREBUILT_KERNELS`.
+    fn prebuilt_outputs(&self) -> Option<crate::prebuilt::Prebuilt> {
+        let dir = (self.prebuilt_dir.clone())
+            .or_else(|| (self.env)(crate::prebuilt::VAR).map(PathBuf::from))?;
+        Some(crate::prebuilt::Prebuilt { dir })
+    }
+
     /// The matrix this build targets: the declared one, narrowed by `KILN_ARCHS` when set (the
     /// text is returned for the manifest).
     fn matrix(&self) -> Result<(ArchMatrix, Option<String>), BuildError> {
@@ -684,6 +703,7 @@ impl KernelBuild {
             "LIBCLANG_PATH",
             "BINDGEN_EXTRA_CLANG_ARGS",
             kiln_pins::MATRIX_OVERRIDE_VAR,
+            crate::prebuilt::VAR,
         ]
         .iter()
         .chain(NVCC_ENV)

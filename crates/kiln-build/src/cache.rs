@@ -10,35 +10,56 @@ use sha2::{Digest, Sha256};
 use crate::error::{io, BuildError};
 
 /// Accumulates the inputs of one job into a key.
-pub struct KeyBuilder(Sha256);
+///
+/// The key is the SHA-256 (hex) of one compact JSON document, `["kiln-build key v2", KIND,
+/// [LABEL, VALUE], …]`, where a file's value is `"sha256:" + the hex SHA-256 of its bytes`. That
+/// is what Nix computes at evaluation time with `builtins.toJSON`, `builtins.hashString` and
+/// `builtins.hashFile` (nix/kernel-jobs.nix), so a job built by a Nix derivation carries the
+/// same key kiln-build plans for it (the prebuilt mode checks exactly that).
+pub struct KeyBuilder {
+    kind: String,
+    fields: Vec<(String, String)>,
+}
 
 impl KeyBuilder {
     /// Starts a key for one kind of job, so jobs of different kinds over the same inputs differ.
     pub fn new(kind: &str) -> KeyBuilder {
-        let mut h = Sha256::new();
-        h.update(b"kiln-build cache v1\0");
-        h.update(kind.as_bytes());
-        KeyBuilder(h)
+        KeyBuilder {
+            kind: kind.to_string(),
+            fields: Vec::new(),
+        }
     }
 
-    /// Adds a labelled field; labels and lengths keep distinct inputs from colliding.
-    pub fn field(mut self, label: &str, value: &[u8]) -> KeyBuilder {
-        self.0.update((label.len() as u64).to_le_bytes());
-        self.0.update(label.as_bytes());
-        self.0.update((value.len() as u64).to_le_bytes());
-        self.0.update(value);
+    /// Adds a labelled text field (JSON strings: labels and values never run together).
+    pub fn field(mut self, label: &str, value: &str) -> KeyBuilder {
+        self.fields.push((label.to_string(), value.to_string()));
         self
     }
 
-    /// Adds a file's contents as a labelled field.
+    /// Adds a file's contents as a labelled field: `sha256:<hex>`.
     pub fn file(self, label: &str, path: &Path) -> Result<KeyBuilder, BuildError> {
         let bytes = std::fs::read(path).map_err(io(format!("reading {}", path.display())))?;
-        Ok(self.field(label, &bytes))
+        Ok(self.field(
+            label,
+            &format!("sha256:{}", hex::encode(Sha256::digest(&bytes))),
+        ))
     }
 
-    /// The key: the hex SHA-256 of everything added.
+    /// The canonical document the key hashes (what Nix builds with `builtins.toJSON`).
+    pub fn document(&self) -> String {
+        let mut doc = vec![
+            serde_json::Value::from("kiln-build key v2"),
+            serde_json::Value::from(self.kind.as_str()),
+        ];
+        for (label, value) in &self.fields {
+            doc.push(serde_json::json!([label, value]));
+        }
+        serde_json::Value::Array(doc).to_string()
+    }
+
+    /// The key: the hex SHA-256 of [`KeyBuilder::document`].
     pub fn finish(self) -> String {
-        hex::encode(self.0.finalize())
+        hex::encode(Sha256::digest(self.document().as_bytes()))
     }
 }
 
@@ -128,6 +149,7 @@ impl Cache {
                 output: dest,
                 cached: true,
                 elapsed: started.elapsed(),
+                prebuilt: false,
             });
         }
         let staging = self.staging(key, ext);
@@ -140,6 +162,7 @@ impl Cache {
             output,
             cached: false,
             elapsed: started.elapsed(),
+            prebuilt: false,
         })
     }
 }
@@ -173,6 +196,8 @@ pub struct Outcome {
     pub cached: bool,
     /// Time taken, for the progress line (near zero on a hit).
     pub elapsed: Duration,
+    /// Taken from a prebuilt directory ([`crate::prebuilt`]) rather than run or cached.
+    pub prebuilt: bool,
 }
 
 #[cfg(test)]
@@ -204,20 +229,46 @@ mod tests {
     #[test]
     fn fields_are_delimited() {
         let a = KeyBuilder::new("k")
-            .field("x", b"ab")
-            .field("y", b"c")
+            .field("x", "ab")
+            .field("y", "c")
             .finish();
         let b = KeyBuilder::new("k")
-            .field("x", b"a")
-            .field("y", b"bc")
+            .field("x", "a")
+            .field("y", "bc")
             .finish();
         assert_ne!(a, b);
+        let again = KeyBuilder::new("k")
+            .field("x", "ab")
+            .field("y", "c")
+            .finish();
+        assert_eq!(a, again);
+        let quoted = KeyBuilder::new("k").field("x\",[\"y", "c");
         assert_eq!(
-            a,
-            KeyBuilder::new("k")
-                .field("x", b"ab")
-                .field("y", b"c")
-                .finish()
+            quoted.document(),
+            r#"["kiln-build key v2","k",["x\",[\"y","c"]]"#
         );
+    }
+
+    /// The document is the one Nix writes with `builtins.toJSON` and hashes with
+    /// `builtins.hashString "sha256"`; a file is `"sha256:" + builtins.hashFile "sha256"`.
+    /// (The same document through real Nix: tools/xtask/tests/kernel_jobs.rs.)
+    #[test]
+    fn the_key_is_the_sha256_of_a_compact_json_document() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.cu"), "x").unwrap();
+        let k = KeyBuilder::new("compile")
+            .field("nvcc", "13.0.88")
+            .file("source", &d.path().join("a.cu"))
+            .unwrap();
+        // sha256("x")
+        let x = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881";
+        assert_eq!(
+            k.document(),
+            format!(
+                r#"["kiln-build key v2","compile",["nvcc","13.0.88"],["source","sha256:{x}"]]"#
+            )
+        );
+        let doc = k.document();
+        assert_eq!(k.finish(), hex::encode(Sha256::digest(doc.as_bytes())));
     }
 }

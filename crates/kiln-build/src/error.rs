@@ -70,6 +70,16 @@ pub enum BuildError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A prebuilt job output ([`crate::prebuilt`]) that this build's plan does not match.
+    #[error("prebuilt output for {job} ({entry}) refused: {message}")]
+    Prebuilt {
+        /// The job's plan id.
+        job: String,
+        /// Its entry in the prebuilt directory.
+        entry: PathBuf,
+        /// Why it was refused.
+        message: String,
+    },
     /// The build script's environment is unusable: a variable is unset or contradicts the build.
     #[error("{0}")]
     Env(String),

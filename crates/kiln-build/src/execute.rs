@@ -13,6 +13,7 @@ use crate::progress::{self, Summary};
 pub(crate) struct Executor<'a> {
     pub client: &'a jobserver::Client,
     pub progress: bool,
+    pub prebuilt: Option<&'a crate::prebuilt::Prebuilt>,
 }
 
 /// Writes a job's output to the staging path it is given.
@@ -21,6 +22,12 @@ pub(crate) type Make<'a> = Box<dyn Fn(&std::path::Path) -> Result<(), BuildError
 /// One runnable job: how it appears in progress lines, its cache key and extension, how
 /// expensive it is expected to be, and what writes its output.
 pub(crate) struct Task<'a> {
+    /// The job's plan id (`compile:affine.cu:sm_80`), as `--emit-plan` and prebuilt outputs
+    /// name it.
+    pub id: String,
+    /// The key the plan (and a prebuilt output's producer) has for the job; `key` differs only
+    /// for links, which run under their inputs' bytes.
+    pub plan_key: String,
     pub verb: &'static str,
     pub what: String,
     pub target: String,
@@ -62,6 +69,7 @@ impl Ran {
         summary.link_jobs = summary.linked + self.count(Counted::Link, true);
         summary.rust_merged = self.count(Counted::Merge, false);
         summary.rust_compiled = self.count(Counted::Rust, false) + summary.rust_merged;
+        summary.prebuilt = self.0.iter().filter(|(_, o)| o.prebuilt).count();
         summary.rust_jobs = summary.rust_compiled
             + self.count(Counted::Rust, true)
             + self.count(Counted::Merge, true);
@@ -83,7 +91,7 @@ impl Executor<'_> {
             tasks,
             self.client,
             |t| t.cost,
-            |t| cache.produce(&t.key, t.ext, &t.make),
+            |t| self.run(cache, t),
             |t, r| {
                 let n = finished.fetch_add(1, Ordering::SeqCst) + 1;
                 if let (true, Ok(o)) = (self.progress, r) {
@@ -96,6 +104,26 @@ impl Executor<'_> {
         let outcomes = all_or_errors(results)?;
         ran.0.extend(tasks.iter().map(|t| t.kind).zip(outcomes));
         Ok(())
+    }
+}
+
+impl Executor<'_> {
+    /// A prebuilt output whose recorded key is the plan's (refused when it is not), else the
+    /// cache or a run.
+    fn run(&self, cache: &Cache, t: &Task<'_>) -> Result<Outcome, BuildError> {
+        if let Some(p) = self.prebuilt {
+            if let Some(output) = p.take(&t.id, &t.plan_key)? {
+                let dest = cache.path(&t.key, t.ext);
+                crate::prebuilt::adopt(&output, &dest)?;
+                return Ok(Outcome {
+                    output: dest,
+                    cached: true,
+                    elapsed: std::time::Duration::ZERO,
+                    prebuilt: true,
+                });
+            }
+        }
+        cache.produce(&t.key, t.ext, &t.make)
     }
 }
 
@@ -115,6 +143,8 @@ pub(crate) fn tasks<'a>(
         Stage::Compile => {
             let mut compile: Vec<Task<'a>> = (plan.compiles.iter())
                 .map(|j| Task {
+                    id: format!("compile:{}:{}", j.name, j.target.name()),
+                    plan_key: j.key.clone(),
                     verb: "compiled",
                     what: j.name.clone(),
                     target: j.target.name(),
@@ -126,6 +156,8 @@ pub(crate) fn tasks<'a>(
                 })
                 .collect();
             compile.extend(plan.hosts.iter().map(|j| Task {
+                id: format!("host:{}", j.name),
+                plan_key: j.key.clone(),
                 verb: "compiled",
                 what: j.name.clone(),
                 target: "host+device".into(),
@@ -143,6 +175,8 @@ pub(crate) fn tasks<'a>(
         Stage::Assemble => {
             let mut assemble: Vec<Task<'a>> = (plan.assembles.iter())
                 .map(|j| Task {
+                    id: format!("ptxas:{}:{}", j.name, j.target.name()),
+                    plan_key: j.key.clone(),
                     verb: "assembled",
                     what: j.name.clone(),
                     target: j.target.name(),
@@ -166,6 +200,8 @@ pub(crate) fn tasks<'a>(
                     crate::cache::alias(&by_plan, &by_bytes)?;
                 }
                 Ok(Task {
+                    id: format!("link:{}", j.target.name()),
+                    plan_key: j.key.clone(),
                     verb: "linked",
                     what: "nvlink".into(),
                     target: j.target.name(),
@@ -189,6 +225,8 @@ fn rust_tasks<'a>(
 ) -> (Task<'a>, Vec<Task<'a>>, Vec<Task<'a>>) {
     let (tk, cache) = (&plan.toolkit, &plan.cache);
     let ptx = Task {
+        id: "rust:ptx".into(),
+        plan_key: r.ptx.key.clone(),
         verb: "compiled",
         what: crate::rust::CRATE_DIR.into(),
         target: crate::rust::PTX_CPU.into(),
@@ -201,6 +239,8 @@ fn rust_tasks<'a>(
     };
     let ptxas = (r.ptxas.iter())
         .map(|j| Task {
+            id: format!("ptxas:{}", j.target.name()),
+            plan_key: j.key.clone(),
             verb: "ptxas",
             what: "rust".into(),
             target: j.target.name(),
@@ -213,6 +253,8 @@ fn rust_tasks<'a>(
         .collect();
     let merges = (r.merges.iter())
         .map(|j| Task {
+            id: format!("merge:{}", j.target.name()),
+            plan_key: j.key.clone(),
             verb: "merged",
             what: "rust ptx".into(),
             target: j.target.name(),

@@ -67,8 +67,8 @@ impl HostJob {
             toolkit,
         )?;
         let key = KeyBuilder::new("host")
-            .field("device-key", probe.key.as_bytes())
-            .field("gencode", gencode.join(" ").as_bytes())
+            .field("device-key", &probe.key)
+            .field("gencode", &gencode.join(" "))
             .finish();
         Ok(HostJob {
             source: source.to_path_buf(),

@@ -104,9 +104,9 @@ impl AssembleJob {
         toolkit: &Toolkit,
     ) -> AssembleJob {
         let key = KeyBuilder::new("assemble")
-            .field("nvcc", toolkit.version.as_bytes())
-            .field("target", target.name().as_bytes())
-            .field("ptx", ptx_job.key.as_bytes())
+            .field("nvcc", &toolkit.version)
+            .field("target", &target.name())
+            .field("ptx", &ptx_job.key)
             .finish();
         AssembleJob {
             source: ptx_job.source.clone(),
@@ -189,17 +189,20 @@ impl CompileJob {
         let (kernels_dir, root) = (settings.kernels_dir, settings.root);
         let flags = key_flags(settings.flags, kernels_dir, root);
         let mut key = KeyBuilder::new("compile")
-            .field("nvcc", toolkit.version.as_bytes())
-            .field("target", target.name().as_bytes())
-            .field("mode", settings.mode.as_str().as_bytes())
-            .field("flags", flags.join("\0").as_bytes());
+            .field("nvcc", &toolkit.version)
+            .field("target", &target.name())
+            .field("mode", &settings.mode.as_str())
+            .field(
+                "flags",
+                &serde_json::to_string(&flags).expect("strings serialize"),
+            );
+        // A variable set (even to "") is a field; an unset one is none.
         for (var, value) in settings.env {
-            let v = value
-                .as_deref()
-                .map_or(b"\0unset".as_slice(), str::as_bytes);
-            key = key.field(&format!("env:{var}"), v);
+            if let Some(v) = value {
+                key = key.field(&format!("env:{var}"), v);
+            }
         }
-        key = key.field("name", name.as_bytes()).file("source", source)?;
+        key = key.field("name", &name).file("source", source)?;
         for h in &headers {
             let label = header_label(h, kernels_dir, root);
             key = key.file(&format!("header:{label}"), h)?;
@@ -315,10 +318,10 @@ impl LinkJob {
     /// Keys the link of `target` over `inputs`, given as (cache key, path) pairs.
     pub fn new(target: Target, inputs: Vec<(String, PathBuf)>, toolkit: &Toolkit) -> LinkJob {
         let mut key = KeyBuilder::new("link")
-            .field("nvcc", toolkit.version.as_bytes())
-            .field("target", target.name().as_bytes());
+            .field("nvcc", &toolkit.version)
+            .field("target", &target.name());
         for (input_key, _) in &inputs {
-            key = key.field("input", input_key.as_bytes());
+            key = key.field("input", &input_key);
         }
         LinkJob {
             target,
@@ -332,8 +335,8 @@ impl LinkJob {
     /// compiles ran; [`LinkJob::key`] (from the inputs' keys) names the plan's output.
     pub fn bytes_key(&self, toolkit: &Toolkit) -> Result<String, BuildError> {
         let mut key = KeyBuilder::new("link-bytes")
-            .field("nvcc", toolkit.version.as_bytes())
-            .field("target", self.target.name().as_bytes());
+            .field("nvcc", &toolkit.version)
+            .field("target", &self.target.name());
         for input in &self.inputs {
             key = key.file("input", input)?;
         }

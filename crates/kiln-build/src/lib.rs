@@ -98,6 +98,7 @@ pub mod jobs;
 pub mod nix_matrix;
 pub mod plan;
 pub mod pool;
+pub mod prebuilt;
 pub mod progress;
 pub mod provenance;
 pub mod rust;

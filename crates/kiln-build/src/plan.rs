@@ -76,12 +76,16 @@ pub struct PlannedJob {
     pub builtin: Option<String>,
     /// Where the command writes; inside the cache its file name is `<cache key>.<ext>`.
     pub output: PathBuf,
+    /// The job's input key ([`crate::cache::KeyBuilder`]): what a prebuilt output of this job
+    /// records (`KILN_PREBUILT_KERNELS`, [`crate::prebuilt`]). Empty for the combine.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
 }
 
 /// A kernel build as data (`--emit-plan`): the jobs for an outside executor to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
-    /// Version of the plan's JSON layout (currently 2).
+    /// Version of the plan's JSON layout (currently 3: jobs carry their input key).
     pub format: u32,
     /// The cache directory the outputs belong in (`KernelBuild::cache_dir` of the final build).
     pub cache_dir: PathBuf,
@@ -349,7 +353,7 @@ impl BuildPlan {
             _ => jobs.push(self.combine_job("combine".into(), self.modules(), self.fatbin.clone())),
         }
         Ok(Plan {
-            format: 2,
+            format: 3,
             cache_dir: self.cache.dir.clone(),
             jobs,
         })
@@ -489,6 +493,12 @@ fn planned(
     let env = (cmd.get_envs())
         .filter_map(|(k, v)| Some((k.to_string_lossy().into(), v?.to_string_lossy().into())))
         .collect();
+    // The cache names every job's output `<key>.<ext>`: the key is the file name's stem.
+    let key = (output.file_name().and_then(|n| n.to_str()))
+        .and_then(|n| n.split('.').next())
+        .filter(|k| k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit()))
+        .unwrap_or_default()
+        .to_string();
     PlannedJob {
         id,
         stage,
@@ -498,6 +508,7 @@ fn planned(
         env,
         builtin: None,
         output,
+        key,
     }
 }
 

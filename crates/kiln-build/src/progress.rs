@@ -31,6 +31,9 @@ pub struct Summary {
     /// linked C++ PTX, so it reruns after a C++ edit too (no Rust compile does).
     #[serde(default)]
     pub rust_merged: usize,
+    /// Jobs whose output came from a prebuilt directory (counted as cached too).
+    #[serde(default)]
+    pub prebuilt: usize,
     /// Wall-clock seconds for the whole build.
     pub wall_seconds: f64,
     /// Size of the combined fatbin.
@@ -41,13 +44,18 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "kiln-build: {} sources x {} targets ({}): {} compile jobs, {} compiled, {} cached; {} of {} links run; {} of {} Rust kernel jobs run; fatbin {} bytes; {:.2} s",
+            "kiln-build: {} sources x {} targets ({}): {} compile jobs, {} compiled, {} cached{}; {} of {} links run; {} of {} Rust kernel jobs run; fatbin {} bytes; {:.2} s",
             self.sources,
             self.targets.len(),
             self.targets.join(" "),
             self.compile_jobs,
             self.compiled,
             self.cached,
+            if self.prebuilt > 0 {
+                format!(" ({} jobs prebuilt)", self.prebuilt)
+            } else {
+                String::new()
+            },
             self.linked,
             self.link_jobs,
             self.rust_compiled,

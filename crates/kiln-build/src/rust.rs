@@ -166,10 +166,10 @@ impl RustPtxJob {
         ensure_lockfile(&mut krate, rustc)?;
         let layout = host_layout_assertions(kiln_kernel_params::ALL);
         let mut key = KeyBuilder::new("rust-ptx")
-            .field("rustc", rustc.version_verbose.as_bytes())
-            .field("target", DEVICE_TARGET.as_bytes())
-            .field("cpu", PTX_CPU.as_bytes())
-            .field("layout", layout.as_bytes());
+            .field("rustc", &rustc.version_verbose)
+            .field("target", &DEVICE_TARGET)
+            .field("cpu", &PTX_CPU)
+            .field("layout", &layout);
         let root = kernels_dir.parent().unwrap_or(kernels_dir);
         for f in &krate.files {
             let rel = f.strip_prefix(root).unwrap_or(f);
@@ -317,9 +317,9 @@ impl PtxasJob {
     /// Keys the assembly of `ptx`'s output for `target`.
     pub fn new(target: Target, ptx: &RustPtxJob, cache: &Cache, toolkit: &Toolkit) -> PtxasJob {
         let key = KeyBuilder::new("ptxas")
-            .field("nvcc", toolkit.version.as_bytes())
-            .field("target", target.name().as_bytes())
-            .field("ptx", ptx.key.as_bytes())
+            .field("nvcc", &toolkit.version)
+            .field("target", &target.name())
+            .field("ptx", &ptx.key)
             .finish();
         PtxasJob {
             target,
@@ -372,10 +372,10 @@ impl MergeJob {
         toolkit: &Toolkit,
     ) -> MergeJob {
         let key = KeyBuilder::new("ptx-merge")
-            .field("nvcc", toolkit.version.as_bytes())
-            .field("target", link.target.name().as_bytes())
-            .field("linked", link.key.as_bytes())
-            .field("rust", ptx.key.as_bytes())
+            .field("nvcc", &toolkit.version)
+            .field("target", &link.target.name())
+            .field("linked", &link.key)
+            .field("rust", &ptx.key)
             .finish();
         MergeJob {
             target: link.target,
