@@ -152,7 +152,7 @@ impl KernelBuild {
         };
         let mut ran = Ran::default();
         for stage in Stage::ALL {
-            let tasks = execute::tasks(&plan, stage, &self.client)?;
+            let tasks = execute::tasks(&plan, stage, &self.client, &|_| true)?;
             exec.stage(&plan.cache, &tasks, &mut ran)?;
             if stage == Stage::Link {
                 // Each link ran (or was found) under its inputs' bytes; the plan names it by
@@ -196,6 +196,57 @@ impl KernelBuild {
             summary,
             warnings,
         })
+    }
+
+    /// Runs one job of the plan, by id (`compile:affine.cu:sm_80`, `link:sm_90`, …), and files
+    /// its output as a prebuilt entry in `out` (`output` and `key`, [`crate::prebuilt`]): what
+    /// one Nix derivation per job runs (nix/kernel-jobs.nix). A compile runs alone; a link runs
+    /// after the jobs before it, which a prebuilt directory normally provides.
+    pub fn run_job(self, id: &str, out: &Path) -> Result<(), BuildError> {
+        let plan = self.build_plan()?;
+        let prebuilt = self.prebuilt_outputs();
+        let exec = Executor {
+            client: &self.client,
+            progress: self.progress,
+            prebuilt: prebuilt.as_ref(),
+        };
+        // The jobs this one reads the outputs of, and theirs: nothing else runs.
+        let planned = plan.to_plan()?.jobs;
+        let by_output: BTreeMap<&Path, &str> = planned
+            .iter()
+            .map(|j| (j.output.as_path(), j.id.as_str()))
+            .collect();
+        let mut needed: BTreeSet<&str> = BTreeSet::new();
+        let mut todo = vec![id];
+        while let Some(j) = todo.pop() {
+            for input in planned.iter().filter(|p| p.id == j).flat_map(|p| &p.inputs) {
+                if let Some(dep) = by_output.get(input.as_path()) {
+                    if needed.insert(dep) {
+                        todo.push(dep);
+                    }
+                }
+            }
+        }
+        let mut ran = Ran::default();
+        for stage in Stage::ALL {
+            let wanted = |t: &str| t == id || needed.contains(t);
+            let tasks = execute::tasks(&plan, stage, &self.client, &wanted)?;
+            if let Some(t) = tasks.iter().find(|t| t.id == id) {
+                exec.stage(&plan.cache, std::slice::from_ref(t), &mut ran)?;
+                std::fs::create_dir_all(out).map_err(io(format!("creating {}", out.display())))?;
+                std::fs::copy(plan.cache.path(&t.key, t.ext), out.join("output"))
+                    .map_err(io(format!("writing {}", out.join("output").display())))?;
+                std::fs::write(out.join("key"), format!("{}\n", t.plan_key))
+                    .map_err(io(format!("writing {}", out.join("key").display())))?;
+                return Ok(());
+            }
+            exec.stage(&plan.cache, &tasks, &mut ran)?;
+        }
+        let ids: Vec<String> = plan.to_plan()?.jobs.into_iter().map(|j| j.id).collect();
+        Err(BuildError::Env(format!(
+            "no job {id:?} in this build's plan (jobs: {})",
+            ids.join(", ")
+        )))
     }
 
     /// Every job of the build, C++ and Rust, with its command, run nothing (see [`crate::plan`]).

@@ -134,6 +134,7 @@ pub(crate) fn tasks<'a>(
     plan: &'a BuildPlan,
     stage: Stage,
     client: &'a jobserver::Client,
+    wanted: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Task<'a>>, BuildError> {
     let (tk, cache, flags) = (&plan.toolkit, &plan.cache, &plan.flags);
     // Expected cost: the bytes the front end reads (source + headers).
@@ -191,6 +192,7 @@ pub(crate) fn tasks<'a>(
             assemble
         }
         Stage::Link => (plan.links.iter())
+            .filter(|j| wanted(&format!("link:{}", j.target.name())))
             .map(|j| {
                 let key = j.bytes_key(tk)?;
                 // Output an outside executor put at the plan's path (keyed by the inputs' keys,
@@ -215,7 +217,10 @@ pub(crate) fn tasks<'a>(
             .collect::<Result<_, BuildError>>()?,
         Stage::Merge => rust.map(|(_, _, m)| m).unwrap_or_default(),
         Stage::Combine => Vec::new(),
-    })
+    }
+    .into_iter()
+    .filter(|t: &Task<'a>| wanted(&t.id))
+    .collect())
 }
 
 fn rust_tasks<'a>(

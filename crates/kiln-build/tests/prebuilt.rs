@@ -109,3 +109,60 @@ fn a_prebuilt_output_from_other_inputs_is_refused() {
         .to_string();
     assert!(e.contains("needs both `output` and `key`"), "{e}");
 }
+
+/// One process per job (what one Nix derivation per job runs): `kiln-kernel-job` files each
+/// compile, then each link from those, and the build takes all of them.
+#[test]
+fn jobs_run_one_at_a_time_by_kiln_kernel_job_make_the_same_fatbin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    kernels(&project);
+    common::write(
+        &project.join("Cargo.toml"),
+        "[package]\nname = \"p\"\nversion = \"0.1.0\"\n\n[package.metadata.kiln]\narchs = [\"8.0\", \"9.0+PTX\"]\nruntime = {}\n",
+    );
+    let pins = || kiln_build::Pins::load(&project.join("Cargo.toml")).unwrap();
+    let nvcc = common::real_nvcc();
+    let build = |out: &str, cache: &str| {
+        KernelBuild::new(pins(), project.join("kernels"), tmp.path().join(out))
+            .cache_dir(tmp.path().join(cache))
+            .env(common::env_with_nvcc(nvcc.clone()))
+            .bindgen(false)
+            .progress(false)
+    };
+    let own = build("own", "own-cache").run().unwrap();
+    let prebuilt = tmp.path().join("jobs");
+    let job = |id: &str| {
+        let out = prebuilt.join(id.replace(':', "/"));
+        let r = Command::new(env!("CARGO_BIN_EXE_kiln-kernel-job"))
+            .args(["--project"])
+            .arg(&project)
+            .args(["--job", id, "--out"])
+            .arg(&out)
+            .arg("--prebuilt")
+            .arg(&prebuilt)
+            .env("KILN_NVCC", &nvcc)
+            .output()
+            .unwrap();
+        assert!(
+            r.status.success(),
+            "{id}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    };
+    for s in ["a.cu", "b.cu"] {
+        for t in ["sm_80", "sm_90", "compute_90"] {
+            job(&format!("compile:{s}:{t}"));
+        }
+    }
+    for t in ["sm_80", "sm_90", "compute_90"] {
+        job(&format!("link:{t}"));
+    }
+    let taken = build("out", "empty-cache")
+        .prebuilt(prebuilt)
+        .run()
+        .unwrap();
+    let s = &taken.summary;
+    assert_eq!((s.compiled, s.linked, s.prebuilt), (0, 0, 9), "{s}");
+    assert!(std::fs::read(&taken.fatbin).unwrap() == std::fs::read(&own.fatbin).unwrap());
+}
