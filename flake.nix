@@ -57,6 +57,9 @@
         mkDevShell = import ./nix/lib/mkDevShell.nix { inherit pkgs; inherit (s) toolchain cuda driverHook; };
         buildWheel = import ./nix/lib/buildWheel.nix { inherit pkgs; inherit (s) crates toolchain; };
         auditCheck = import ./nix/lib/auditCheck.nix { inherit pkgs; kiln = s.crates.kiln; };
+        # kiln's own kernel build as one derivation per compile job (nix/kernel-jobs.nix):
+        # `jobs.<id>`, the `prebuilt` farm the kernels derivation takes, and the plan's inputs.
+        inherit (s.crates) kernelJobs;
       };
     in
     {
@@ -89,6 +92,7 @@
 
       packages = forAllSystems (_: s: {
         inherit (s.crates) kiln kernels;
+        kernel-jobs = s.crates.kernelJobs.prebuilt;
         inherit (s) wheel;
         default = s.crates.kiln;
       });

@@ -75,9 +75,12 @@ let
     nativeBuildInputs = finalArgs.nativeBuildInputs ++ [ pkgs.autoAddDriverRunpath ];
     meta.mainProgram = "kiln";
   });
+
+  # One derivation per kernel compile job, planned at evaluation (nix/kernel-jobs.nix).
+  kernelJobs = import ./kernel-jobs.nix { inherit pkgs pins cuda root craneLib finalArgs; };
 in
 {
-  inherit craneLib src withRustfmt commonArgs cargoArtifacts finalArgs cargoVendorDir buildInfo;
+  inherit craneLib src withRustfmt commonArgs cargoArtifacts finalArgs cargoVendorDir buildInfo kernelJobs;
 
   # `nix run .#kiln -- doctor` on any host: the dev shell's driver discovery (nix/driver-hook.sh:
   # NixOS' /run/opengl-driver/lib, the host's ldconfig cache, the usual distribution and
@@ -90,6 +93,9 @@ in
   # The fatbin(s) and the build manifest that kiln-kernels' build script writes to OUT_DIR.
   kernels = craneLib.mkCargoDerivation (finalArgs // buildInfo // {
     pname = "kiln-kernels";
+    # Every compile job from its own derivation; kiln-build checks each one's key against its
+    # plan, refuses a mismatch, and links and combines them (crates/kiln-build/src/prebuilt.rs).
+    KILN_PREBUILT_KERNELS = kernelJobs.prebuilt;
     doInstallCargoArtifacts = false;
     buildPhaseCargoCommand = "cargo build --release --locked -p kiln-kernels";
     installPhaseCommand = ''

@@ -21,6 +21,10 @@ use crate::rust::{self, RustCrate};
 use crate::toolkit::{self, Toolkit};
 use crate::{abi, deps, fatbin, pool};
 
+/// The variable that puts a build script's compile cache in a directory of its own (shared by
+/// checkouts and CI runners); default `<target-dir>/kiln-kernel-cache`.
+pub const CACHE_VAR: &str = "KILN_KERNEL_CACHE";
+
 /// Flags every nvcc job gets. No `-lineinfo`/`-G`: they embed source paths and break
 /// byte-identical rebuilds.
 const BASE_FLAGS: &[&str] = &["-std=c++17", "-O3"];
@@ -79,7 +83,13 @@ impl KernelBuild {
         crate::nix_matrix::check(&pins.matrix, nix_caps.as_deref())?;
         let kernels = pins.root().join(&pins.kernels.dir);
         let mut b = KernelBuild::new(pins, kernels, out_dir.clone());
-        b.cache_dir = shared_cache_dir(&out_dir, std::env::var_os("TARGET").as_deref());
+        // KILN_KERNEL_CACHE: a cache shared by checkouts and runners (keys name sources and
+        // headers relatively, so another directory hits the same entries).
+        println!("cargo:rerun-if-env-changed={CACHE_VAR}");
+        b.cache_dir = match std::env::var_os(CACHE_VAR) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => shared_cache_dir(&out_dir, std::env::var_os("TARGET").as_deref()),
+        };
         b.cargo = true;
         Ok(b)
     }

@@ -108,7 +108,7 @@ pub use kiln_toolchain::nvcc as toolkit;
 mod build;
 mod execute;
 
-pub use build::{BuildOutput, KernelBuild};
+pub use build::{BuildOutput, KernelBuild, CACHE_VAR};
 pub use error::BuildError;
 pub use kiln_pins::{Pins, PinsError, Target};
 pub use progress::Summary;

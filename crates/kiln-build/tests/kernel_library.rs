@@ -444,3 +444,33 @@ fn nvcc_warnings_are_shown_and_kept_with_the_cached_job() {
         "a cached job shows its warnings again"
     );
 }
+
+/// A second clean build in another directory (a second CI runner) with the first one's cache
+/// (`KILN_KERNEL_CACHE` for a build script): every job a hit, the same bytes.
+#[test]
+fn a_second_checkout_is_served_from_the_shared_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared-cache");
+    let build_in = |dir: &str| {
+        let root = fixture(&tmp.path().join(dir), unchanged);
+        let pins = Pins::load(&root.join("Cargo.toml")).unwrap();
+        KernelBuild::new(pins, root.join("kernels"), tmp.path().join(dir).join("out"))
+            .cache_dir(shared.clone())
+            .env(common::env_with_nvcc(common::real_nvcc()))
+            .progress(false)
+            .run()
+            .unwrap()
+    };
+    let first = build_in("runner-a");
+    assert_eq!(first.summary.cached, 0);
+    let second = build_in("runner-b");
+    let s = &second.summary;
+    assert_eq!(
+        (s.compiled, s.cached),
+        (0, first.summary.compile_jobs),
+        "{s}"
+    );
+    assert!(std::fs::read(&second.fatbin).unwrap() == std::fs::read(&first.fatbin).unwrap());
+    let lib = |o: &BuildOutput| std::fs::read(o.static_lib.as_ref().unwrap()).unwrap();
+    assert!(lib(&second) == lib(&first));
+}

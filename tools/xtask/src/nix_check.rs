@@ -23,6 +23,7 @@
 //! Nix 2.34, nixpkgs-fmt and deadnix are installed into `.toolchain/` when missing.
 
 pub mod facts;
+mod kernel_jobs;
 mod lock;
 mod outputs;
 mod tools;
@@ -177,6 +178,10 @@ pub fn run(args: Args) -> Result<()> {
                 &tools, &flake, &inputs,
             )?))
         },
+    );
+    step(
+        "one derivation per kernel compile job, planned from source text (both systems, IFD forbidden)",
+        &|| kernel_jobs::check(&tools, &flake),
     );
     if let (Some(crane), Some(ro)) = (&args.real_crane, &args.real_rust_overlay) {
         step("locked narHash of the real crane and rust-overlay", &|| {

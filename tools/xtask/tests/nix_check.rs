@@ -4,6 +4,7 @@
 //! Nix, nixpkgs-fmt and deadnix come from the workspace's `.toolchain/` (installed there by the
 //! first run when missing).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Once;
@@ -69,6 +70,16 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         for f in ["flake.nix", "flake.lock", "Cargo.toml", "Cargo.lock"] {
             std::fs::copy(ws.join(f), dir.path().join(f)).unwrap();
+        }
+        // The kernel sources (nix/kernel-jobs.nix plans one derivation per compile job from them).
+        copy_dir(
+            &ws.join("kernels/include"),
+            &dir.path().join("kernels/include"),
+        );
+        for e in std::fs::read_dir(ws.join("kernels")).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "cu") {
+                std::fs::copy(e.path(), dir.path().join("kernels").join(e.file_name())).unwrap();
+            }
         }
         // The flake vendors from the Rust kernels' lockfile too (nix/crates.nix).
         std::fs::create_dir_all(dir.path().join("kernels/rust")).unwrap();
@@ -1060,4 +1071,65 @@ fn nix_run_runs_the_kiln_cli() {
         );
         assert_eq!(program, "kiln", "packages.{pkg}");
     }
+}
+
+/// The job derivations of `f`, id -> drvPath, and each source's headers.
+fn kernel_jobs(f: &Fixture) -> (BTreeMap<String, String>, BTreeMap<String, Vec<String>>) {
+    let v = eval_json(
+        f,
+        "lib.x86_64-linux.kernelJobs",
+        Some("k: { jobs = builtins.mapAttrs (_: d: d.drvPath) k.jobs; inherit (k) headers; }"),
+    );
+    (
+        serde_json::from_value(v["jobs"].clone()).unwrap(),
+        serde_json::from_value(v["headers"].clone()).unwrap(),
+    )
+}
+
+#[test]
+fn a_header_edit_changes_exactly_the_job_derivations_of_the_sources_that_include_it() {
+    let f = Fixture::new();
+    let (before, headers) = kernel_jobs(&f);
+    assert_eq!(before.len(), 49, "7 sources x 7 targets");
+    // A header some sources read and others do not.
+    let includers_of = |header: &str| -> BTreeSet<&String> {
+        (headers.iter())
+            .filter(|(_, hs)| hs.iter().any(|h| h == header))
+            .map(|(s, _)| s)
+            .collect()
+    };
+    let all: BTreeSet<&String> = headers.values().flatten().collect();
+    let header = all
+        .into_iter()
+        .find(|h| !includers_of(h).is_empty() && includers_of(h).len() < headers.len())
+        .expect("a header read by some sources only")
+        .clone();
+    let includers = includers_of(&header);
+    let p = f.path(&format!("kernels/{header}"));
+    let text = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, format!("{text}\n// edited\n")).unwrap();
+    let (after, _) = kernel_jobs(&f);
+    let changed: BTreeSet<&String> = (before.iter())
+        .filter(|(id, drv)| after.get(*id) != Some(*drv))
+        .map(|(id, _)| id)
+        .collect();
+    let expected: BTreeSet<&String> = (before.keys())
+        .filter(|id| {
+            includers
+                .iter()
+                .any(|s| id.starts_with(&format!("compile:{s}:")))
+        })
+        .collect();
+    assert_eq!(changed, expected);
+    // A source's own edit: its 7 jobs, no other.
+    f.edit("kernels/vecadd.cu", "", "// edited\n");
+    let (edited, _) = kernel_jobs(&f);
+    let changed: Vec<&String> = (after.iter())
+        .filter(|(id, drv)| edited.get(*id) != Some(*drv))
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(changed.len(), 7, "{changed:?}");
+    assert!(changed
+        .iter()
+        .all(|id| id.starts_with("compile:vecadd.cu:")));
 }
