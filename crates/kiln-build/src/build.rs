@@ -174,6 +174,7 @@ impl KernelBuild {
             }
         }
         let warnings = self.show_warnings(&plan);
+        let combining = Instant::now();
         let (mut manifest, module_bytes) = match plan.mode {
             CompileMode::Whole => self.describe_and_combine_modules(&plan)?,
             _ => {
@@ -190,6 +191,8 @@ impl KernelBuild {
                 (m, vec![("kernels".to_string(), 0, len)])
             }
         };
+        ran.1
+            .insert("describe+combine".into(), combining.elapsed().as_secs_f64());
         self.link_static_lib(&plan)?;
         write_module_table(&self.out_dir, &module_bytes)?;
         let abi = self.finish_manifest(&mut manifest)?;

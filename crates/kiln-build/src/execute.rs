@@ -49,9 +49,13 @@ pub(crate) enum Counted {
     Merge,
 }
 
-/// What ran: each task's kind and outcome, in plan order.
+/// What ran: each task's kind and outcome, in plan order, and the seconds the jobs that ran
+/// took, by verb ("compiled", "linked", …).
 #[derive(Default)]
-pub(crate) struct Ran(pub Vec<(Counted, Outcome)>);
+pub(crate) struct Ran(
+    pub Vec<(Counted, Outcome)>,
+    pub std::collections::BTreeMap<String, f64>,
+);
 
 impl Ran {
     pub fn count(&self, kind: Counted, cached: bool) -> usize {
@@ -70,6 +74,7 @@ impl Ran {
         summary.rust_merged = self.count(Counted::Merge, false);
         summary.rust_compiled = self.count(Counted::Rust, false) + summary.rust_merged;
         summary.prebuilt = self.0.iter().filter(|(_, o)| o.prebuilt).count();
+        summary.job_seconds = self.1.clone();
         summary.rust_jobs = summary.rust_compiled
             + self.count(Counted::Rust, true)
             + self.count(Counted::Merge, true);
@@ -102,6 +107,11 @@ impl Executor<'_> {
             },
         );
         let outcomes = all_or_errors(results)?;
+        for (t, o) in tasks.iter().zip(&outcomes) {
+            if !o.cached {
+                *ran.1.entry(t.verb.to_string()).or_default() += o.elapsed.as_secs_f64();
+            }
+        }
         ran.0.extend(tasks.iter().map(|t| t.kind).zip(outcomes));
         Ok(())
     }

@@ -34,6 +34,11 @@ pub struct Summary {
     /// Jobs whose output came from a prebuilt directory (counted as cached too).
     #[serde(default)]
     pub prebuilt: usize,
+    /// Seconds the jobs that ran took, summed by kind ("compiled", "assembled", "linked",
+    /// "ptxas", "merged"), and "describe+combine" (reading the outputs for the manifest, then
+    /// fatbinary): where a build spends its time.
+    #[serde(default)]
+    pub job_seconds: std::collections::BTreeMap<String, f64>,
     /// Wall-clock seconds for the whole build.
     pub wall_seconds: f64,
     /// Size of the combined fatbin.

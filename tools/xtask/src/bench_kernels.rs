@@ -35,6 +35,17 @@ pub struct Args {
     pub rounds: usize,
     #[arg(long)]
     pub json: bool,
+    /// Instead of the comparison: the scale model (a generated library of `--model-sources`
+    /// sources x 6 targets; bench_model.rs).
+    #[arg(long)]
+    pub model: bool,
+    /// Sources of the scale model's library.
+    #[arg(long, default_value_t = 60)]
+    pub model_sources: usize,
+    /// After the rounds, one more clean build each way (kiln-build, nvcc --threads 0) with
+    /// nvcc's `-time` report, and the CPU seconds per phase side by side.
+    #[arg(long)]
+    pub phases: bool,
 }
 
 /// Seconds of one kind of build, each way.
@@ -48,6 +59,9 @@ struct Times {
 pub fn run(args: Args) -> Result<()> {
     let layout = bootstrap::ensure_in_process()?;
     let nvcc = layout.cuda_home().join("bin/nvcc");
+    if args.model {
+        return crate::bench_model::run(&nvcc, args.model_sources);
+    }
     let scratch = tempfile::tempdir()?;
     let (pins, kernels) = match &args.project {
         None => {
@@ -177,7 +191,92 @@ pub fn run(args: Args) -> Result<()> {
         }
         println!("  (nvcc has no cache: its no-op figure is the full rebuild a plain build script repeats)");
     }
+    if args.phases {
+        let tmp = tempfile::tempdir()?;
+        let (kiln_csv, nvcc_csv) = (tmp.path().join("kiln.csv"), tmp.path().join("nvcc.csv"));
+        let time_flag = format!("-time {}", kiln_csv.display());
+        let t = Instant::now();
+        let summary =
+            kiln_build::KernelBuild::new(pins.clone(), kernels.clone(), tmp.path().join("out"))
+                .cache_dir(tmp.path().join("cache"))
+                .env(move |k| match k {
+                    "KILN_NVCC" => Some(env_nvcc.clone().into_os_string()),
+                    "NVCC_APPEND_FLAGS" => Some(time_flag.clone().into()),
+                    _ => std::env::var_os(k),
+                })
+                .bindgen(false)
+                .progress(false)
+                .run()?
+                .summary;
+        let kiln_wall = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let extra = vec!["-time".to_string(), nvcc_csv.display().to_string()];
+        monolithic_with(&nvcc, &pins, &kernels, tmp.path(), true, None, &extra)?;
+        let nvcc_wall = t.elapsed().as_secs_f64();
+        let (k, n) = (phase_seconds(&kiln_csv)?, phase_seconds(&nvcc_csv)?);
+        let compiled = summary.job_seconds.get("compiled").copied().unwrap_or(0.0);
+        let in_nvcc: f64 = k.values().sum();
+        println!(
+            "phases of one clean build, CPU seconds summed over jobs (nvcc -time), {cpus} CPUs:"
+        );
+        println!(
+            "  {:<34} {:>10} {:>16}",
+            "", "kiln-build", "nvcc --threads 0"
+        );
+        let names: std::collections::BTreeSet<&String> = k.keys().chain(n.keys()).collect();
+        for name in names {
+            println!(
+                "  {name:<34} {:>8.2} s {:>14.2} s",
+                k.get(name).copied().unwrap_or(0.0),
+                n.get(name).copied().unwrap_or(0.0)
+            );
+        }
+        println!(
+            "  {:<34} {:>8.2} s {:>14}",
+            "nvcc processes outside its phases",
+            (compiled - in_nvcc).max(0.0),
+            "-"
+        );
+        for (verb, label) in [
+            ("assembled", "ptxas (+PTX SASS from PTX)"),
+            ("linked", "nvlink (one module per target)"),
+            ("ptxas", "ptxas (Rust kernels)"),
+            ("merged", "PTX merge (Rust kernels)"),
+            ("describe+combine", "manifest + fatbinary"),
+        ] {
+            if let Some(s) = summary.job_seconds.get(verb) {
+                println!("  {label:<34} {s:>8.2} s {:>14}", "-");
+            }
+        }
+        println!("  {:<34} {kiln_wall:>8.2} s {nvcc_wall:>14.2} s", "wall");
+    }
     Ok(())
+}
+
+/// nvcc's `-time` CSV summed per phase, in seconds ("gcc (preprocessing 1)" -> "preprocessing").
+fn phase_seconds(csv: &Path) -> Result<std::collections::BTreeMap<String, f64>> {
+    let text =
+        std::fs::read_to_string(csv).with_context(|| format!("reading {}", csv.display()))?;
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let cols: Vec<&str> = line.split(',').map(str::trim).collect();
+        // Lines of parallel jobs can interleave: take only well-formed ones.
+        if cols.len() < 8 || cols[7] != "ms" {
+            continue;
+        }
+        let Ok(ms) = cols[6].parse::<f64>() else {
+            continue;
+        };
+        let phase = if cols[1].starts_with("gcc (preprocessing") {
+            "preprocessing".to_string()
+        } else if cols[1].is_empty() {
+            "(unnamed by nvcc)".to_string()
+        } else {
+            cols[1].to_string()
+        };
+        *out.entry(phase).or_default() += ms / 1000.0;
+    }
+    Ok(out)
 }
 
 fn med(v: &mut [Duration]) -> f64 {
@@ -257,6 +356,18 @@ fn monolithic(
     threads0: bool,
     only: Option<&str>,
 ) -> Result<()> {
+    monolithic_with(nvcc, pins, kernels, out, threads0, only, &[])
+}
+
+fn monolithic_with(
+    nvcc: &Path,
+    pins: &Pins,
+    kernels: &Path,
+    out: &Path,
+    threads0: bool,
+    only: Option<&str>,
+    extra: &[String],
+) -> Result<()> {
     let mut sources: Vec<_> = std::fs::read_dir(kernels)?
         .flatten()
         .map(|e| e.path())
@@ -287,6 +398,7 @@ fn monolithic(
         if threads0 {
             cmd.args(["--threads", "0"]);
         }
+        cmd.args(extra);
         cmd.arg("-o").arg(out.join(format!("{i}.fatbin"))).arg(src);
         run_checked(&mut cmd)?;
     }

@@ -5,6 +5,7 @@ mod audit_fixture;
 mod audit_mutations;
 mod audit_schema;
 mod bench_kernels;
+mod bench_model;
 mod bootstrap;
 mod cli_wheel;
 mod consumer;
