@@ -191,7 +191,7 @@ impl CompileJob {
         let mut key = KeyBuilder::new("compile")
             .field("nvcc", &toolkit.version)
             .field("target", &target.name())
-            .field("mode", &settings.mode.as_str())
+            .field("mode", settings.mode.as_str())
             .field(
                 "flags",
                 &serde_json::to_string(&flags).expect("strings serialize"),
@@ -202,7 +202,7 @@ impl CompileJob {
                 key = key.field(&format!("env:{var}"), v);
             }
         }
-        key = key.field("name", &name).file("source", source)?;
+        key = key.field("name", name).file("source", source)?;
         for h in &headers {
             let label = header_label(h, kernels_dir, root);
             key = key.file(&format!("header:{label}"), h)?;
@@ -321,7 +321,7 @@ impl LinkJob {
             .field("nvcc", &toolkit.version)
             .field("target", &target.name());
         for (input_key, _) in &inputs {
-            key = key.field("input", &input_key);
+            key = key.field("input", input_key);
         }
         LinkJob {
             target,

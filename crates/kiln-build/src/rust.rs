@@ -167,8 +167,8 @@ impl RustPtxJob {
         let layout = host_layout_assertions(kiln_kernel_params::ALL);
         let mut key = KeyBuilder::new("rust-ptx")
             .field("rustc", &rustc.version_verbose)
-            .field("target", &DEVICE_TARGET)
-            .field("cpu", &PTX_CPU)
+            .field("target", DEVICE_TARGET)
+            .field("cpu", PTX_CPU)
             .field("layout", &layout);
         let root = kernels_dir.parent().unwrap_or(kernels_dir);
         for f in &krate.files {

@@ -99,8 +99,13 @@ fn scan_headers(root: &Path, sources: &[String]) -> Result<BTreeMap<String, Vec<
     let canon = kernels.canonicalize().unwrap_or(kernels.clone());
     let mut out = BTreeMap::new();
     for s in sources {
-        let hs = kiln_build::deps::headers(no_nvcc, &kernels.join(s), &[include.clone()], no_nvcc)
-            .with_context(|| format!("scanning {s}"))?;
+        let hs = kiln_build::deps::headers(
+            no_nvcc,
+            &kernels.join(s),
+            std::slice::from_ref(&include),
+            no_nvcc,
+        )
+        .with_context(|| format!("scanning {s}"))?;
         let rel: Vec<String> = hs
             .iter()
             .map(|h| h.strip_prefix(&canon).unwrap_or(h).display().to_string())
