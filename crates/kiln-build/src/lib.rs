@@ -83,6 +83,12 @@
 //! module per source ([`jobs::CompileMode::Whole`], no device link), `rdc` for cross-file
 //! device calls, host-launched sources as a static library ([`host`]), the accepted CUDA range
 //! and the cache cap. `KILN_ARCHS` narrows the matrix at build time.
+//!
+//! Beyond one process: [`KernelBuild::run_job`] (the `kiln-kernel-job` binary) runs one job of
+//! the plan and files it as a [`prebuilt`] entry; a build given such entries
+//! (`KILN_PREBUILT_KERNELS`) takes each one whose recorded key is its plan's and refuses any
+//! other — one Nix derivation per job (nix/kernel-jobs.nix) and build farms use this.
+//! `KILN_KERNEL_CACHE` shares the compile cache between checkouts (keys are relative).
 
 #![warn(missing_docs)]
 
