@@ -161,6 +161,7 @@ impl KernelBuild {
             prebuilt: prebuilt.as_ref(),
         };
         let mut ran = Ran::default();
+        let mut by_bytes = Vec::new();
         for stage in Stage::ALL {
             let tasks = execute::tasks(&plan, stage, &self.client, &|_| true)?;
             exec.stage(&plan.cache, &tasks, &mut ran)?;
@@ -168,8 +169,9 @@ impl KernelBuild {
                 // Each link ran (or was found) under its inputs' bytes; the plan names it by
                 // its inputs' keys.
                 for (l, t) in plan.links.iter().zip(&tasks) {
-                    let by_bytes = plan.cache.path(&t.key, l.ext());
-                    crate::cache::alias(&by_bytes, &plan.cache.path(&l.key, l.ext()))?;
+                    let entry = plan.cache.path(&t.key, l.ext());
+                    crate::cache::alias(&entry, &plan.cache.path(&l.key, l.ext()))?;
+                    by_bytes.push(entry);
                 }
             }
         }
@@ -199,7 +201,7 @@ impl KernelBuild {
         let manifest_path = self.out_dir.join("kernels.manifest.json");
         std::fs::write(&manifest_path, manifest.to_json()).map_err(io("writing the manifest"))?;
         let summary = self.summarize(&plan, &ran, started)?;
-        self.evict(&plan)?;
+        self.evict(&plan, by_bytes)?;
         Ok(BuildOutput {
             static_lib: plan.static_lib.clone(),
             fatbin: plan.fatbin,
@@ -490,14 +492,7 @@ impl KernelBuild {
                     .or_default()
                     .extend(entry.kernels.iter().cloned());
                 derived_manifest::merge_target(manifest, &entry);
-                match module.targets.iter_mut().find(|t| t.target == entry.target) {
-                    Some(t) => {
-                        t.kernels.extend(entry.kernels);
-                        t.kernels.sort();
-                        t.kernels.dedup();
-                    }
-                    None => module.targets.push(entry),
-                }
+                derived_manifest::merge_into(&mut module.targets, &entry);
             }
         }
         module
@@ -671,9 +666,9 @@ impl KernelBuild {
     }
 
     /// Keeps the cache under `cache-max-mb`, least recently used first, never this build's
-    /// own entries.
-    fn evict(&self, plan: &BuildPlan) -> Result<(), BuildError> {
-        let mut keep: BTreeSet<PathBuf> = BTreeSet::new();
+    /// own entries (`links_by_bytes`: the entries its links ran under).
+    fn evict(&self, plan: &BuildPlan, links_by_bytes: Vec<PathBuf>) -> Result<(), BuildError> {
+        let mut keep: BTreeSet<PathBuf> = links_by_bytes.into_iter().collect();
         for j in &plan.compiles {
             keep.insert(plan.cache.path(&j.key, j.ext()));
             keep.insert(j.warnings_path(&plan.cache));
@@ -683,12 +678,7 @@ impl KernelBuild {
                 .iter()
                 .map(|j| plan.cache.path(&j.key, "cubin")),
         );
-        for l in &plan.links {
-            keep.insert(plan.cache.path(&l.key, l.ext()));
-            if let Ok(k) = l.bytes_key(&plan.toolkit) {
-                keep.insert(plan.cache.path(&k, l.ext()));
-            }
-        }
+        keep.extend(plan.links.iter().map(|l| plan.cache.path(&l.key, l.ext())));
         if let Some(r) = &plan.rust {
             keep.insert(plan.cache.path(&r.ptx.key, rust::RUST_PTX_EXT));
             keep.extend(r.ptxas.iter().map(|j| plan.cache.path(&j.key, "rs.o")));

@@ -62,17 +62,18 @@ pub fn add_output(
 /// Adds a per-source module's target to the whole build's view of that target: the union of
 /// every module's kernels, sorted.
 pub fn merge_target(manifest: &mut Manifest, entry: &TargetKernels) {
-    match manifest
-        .targets
-        .iter_mut()
-        .find(|t| t.target == entry.target)
-    {
+    merge_into(&mut manifest.targets, entry);
+}
+
+/// `entry`'s kernels into the same target of `targets` (sorted, each once), or `entry` added.
+pub fn merge_into(targets: &mut Vec<TargetKernels>, entry: &TargetKernels) {
+    match targets.iter_mut().find(|t| t.target == entry.target) {
         Some(t) => {
             t.kernels.extend(entry.kernels.iter().cloned());
             t.kernels.sort();
             t.kernels.dedup();
         }
-        None => manifest.targets.push(entry.clone()),
+        None => targets.push(entry.clone()),
     }
 }
 

@@ -124,7 +124,7 @@ impl Executor<'_> {
         if let Some(p) = self.prebuilt {
             if let Some(output) = p.take(&t.id, &t.plan_key)? {
                 let dest = cache.path(&t.key, t.ext);
-                crate::prebuilt::adopt(&output, &dest)?;
+                crate::cache::alias(&output, &dest)?;
                 return Ok(Outcome {
                     output: dest,
                     cached: true,

@@ -88,13 +88,13 @@ impl HostJob {
             cmd.arg("-gencode").arg(g);
         }
         cmd.arg("-o").arg(output).arg(&self.source);
-        for (var, value) in &self.env {
-            match value {
-                Some(v) => cmd.env(var, v),
-                None => cmd.env_remove(var),
-            };
-        }
+        crate::jobs::set_nvcc_env(&mut cmd, &self.env);
         cmd
+    }
+
+    /// Where nvcc's warnings for this job's cache entry are kept.
+    pub fn warnings_path(&self, cache: &Cache) -> PathBuf {
+        cache.path(&self.key, "warnings")
     }
 
     /// Compiles, keeps nvcc's warnings beside the entry, and strips the temporary-file symbol.
@@ -118,14 +118,7 @@ impl HostJob {
                 command: format!("{cmd:?}"),
             });
         }
-        let warnings = String::from_utf8_lossy(&out.stderr);
-        let path = cache.path(&self.key, "warnings");
-        if warnings.trim().is_empty() {
-            let _ = std::fs::remove_file(&path);
-        } else {
-            std::fs::write(&path, warnings.trim_end())
-                .map_err(io(format!("writing {}", path.display())))?;
-        }
+        crate::jobs::keep_warnings(&self.warnings_path(cache), &out.stderr)?;
         strip_temp_file_symbols(staging)
     }
 }

@@ -63,6 +63,26 @@ pub struct CompileJob {
     pub key: String,
 }
 
+/// Sets [`NVCC_ENV`] on `cmd` to exactly `env` (None: removed).
+pub(crate) fn set_nvcc_env(cmd: &mut Command, env: &[(String, Option<String>)]) {
+    for (var, value) in env {
+        match value {
+            Some(v) => cmd.env(var, v),
+            None => cmd.env_remove(var),
+        };
+    }
+}
+
+/// Keeps a successful nvcc run's stderr (its warnings) at `path`, or removes an old one.
+pub(crate) fn keep_warnings(path: &Path, stderr: &[u8]) -> Result<(), BuildError> {
+    let warnings = String::from_utf8_lossy(stderr);
+    if warnings.trim().is_empty() {
+        let _ = std::fs::remove_file(path);
+        return Ok(());
+    }
+    std::fs::write(path, warnings.trim_end()).map_err(io(format!("writing {}", path.display())))
+}
+
 /// What every compile job of a build shares.
 #[derive(Debug, Clone)]
 pub struct CompileSettings<'a> {
@@ -258,12 +278,7 @@ impl CompileJob {
     pub fn command(&self, toolkit: &Toolkit, flags: &[String], output: &Path) -> Command {
         let mut cmd = Command::new(&toolkit.nvcc);
         cmd.args(self.args(flags, output));
-        for (var, value) in &self.env {
-            match value {
-                Some(v) => cmd.env(var, v),
-                None => cmd.env_remove(var),
-            };
-        }
+        set_nvcc_env(&mut cmd, &self.env);
         cmd
     }
 
@@ -290,15 +305,7 @@ impl CompileJob {
                 message: e.to_string(),
             })?;
         if out.status.success() {
-            let warnings = String::from_utf8_lossy(&out.stderr);
-            let path = self.warnings_path(cache);
-            if warnings.trim().is_empty() {
-                let _ = std::fs::remove_file(&path);
-            } else {
-                std::fs::write(&path, warnings.trim_end())
-                    .map_err(io(format!("writing {}", path.display())))?;
-            }
-            return Ok(());
+            return keep_warnings(&self.warnings_path(cache), &out.stderr);
         }
         let mut diagnostics = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
         let stdout = String::from_utf8_lossy(&out.stdout);

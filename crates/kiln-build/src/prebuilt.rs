@@ -9,7 +9,7 @@
 //! target — and refuses a mismatch outright: a stale or foreign object never reaches a fatbin.
 //! A job with no entry is run as usual.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::error::{io, BuildError};
 
@@ -56,9 +56,4 @@ impl Prebuilt {
         }
         Ok(Some(output))
     }
-}
-
-/// Copies a prebuilt `output` into the cache entry `dest` (a hard link where possible).
-pub fn adopt(output: &Path, dest: &Path) -> Result<(), BuildError> {
-    crate::cache::alias(output, dest)
 }
