@@ -48,6 +48,7 @@
         driverHook = import ./nix/driver.nix { };
         crates = import ./nix/crates.nix { inherit pkgs crane pins toolchain cuda root buildInfo driverHook; };
         wheel = import ./nix/wheel.nix { inherit pkgs pins crates root; };
+        image = import ./nix/image.nix { inherit pkgs pins crates cuda wheel; };
       };
 
       # What other projects use (nix/lib/, one helper per file; README "Use kiln in your project").
@@ -55,9 +56,9 @@
         inherit (s) toolchain cuda;
         inherit (s.crates) kiln;
         mkDevShell = import ./nix/lib/mkDevShell.nix { inherit pkgs; inherit (s) toolchain cuda driverHook; };
-        buildWheel = import ./nix/lib/buildWheel.nix { inherit pkgs; inherit (s) crates toolchain; };
+        buildWheel = import ./nix/lib/buildWheel.nix { inherit pkgs; inherit (s) crates; };
         auditCheck = import ./nix/lib/auditCheck.nix { inherit pkgs; kiln = s.crates.kiln; };
-        # kiln's own kernel build as one derivation per compile job (nix/kernel-jobs.nix):
+        # kiln's own kernel build as one derivation per job (nix/kernel-jobs.nix):
         # `jobs.<id>`, the `prebuilt` farm the kernels derivation takes, and the plan's inputs.
         inherit (s.crates) kernelJobs;
       };
@@ -94,6 +95,8 @@
         inherit (s.crates) kiln kernels;
         kernel-jobs = s.crates.kernelJobs.prebuilt;
         inherit (s) wheel;
+        # OCI image: `nix build .#image && ./result | docker load` (README "Shipping containers").
+        inherit (s.image) image;
         default = s.crates.kiln;
       });
 
@@ -105,9 +108,8 @@
         clippy = import ./nix/checks/clippy.nix { inherit (s) crates; };
         rustfmt = import ./nix/checks/rustfmt.nix { inherit (s) crates; };
         nextest = import ./nix/checks/nextest.nix { inherit (s) crates cuda; };
-        # The committed std lock (nix/std-lock) is the nightly's own: compared where the
-        # toolchain exists, at build time, never read from it at evaluation.
-        std-lock = pkgs.runCommand "kiln-std-lock" { } (s.toolchain.stdCargoLockCheck + "touch $out");
+        # The image's whole closure holds no libcuda (the container toolkit mounts the host's).
+        image-no-libcuda = s.image.noLibcuda;
         # The template (checks/consumer) built by lib.buildWheel as a project would, and gated
         # against its own table: what `nix flake init -t` users run.
         template = (libFor pkgs s).auditCheck {

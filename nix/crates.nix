@@ -4,6 +4,7 @@
 let
   inherit (pkgs) lib;
   craneLib = (crane.mkLib pkgs).overrideToolchain toolchain.rust;
+  fatbinCompression = import ./fatbin-compression.nix;
 
   inherit (import ./source.nix {
     inherit lib root;
@@ -16,22 +17,21 @@ let
   arch = import ./arch.nix pins.archs;
 
   # The sandbox has no network: every crates.io source any cargo run needs, vendored by crane
-  # from three lockfiles. The workspace's; kernels/rust's (its own workspace, built by
-  # kiln-kernels' build script); and the pinned nightly's standard library, whose dependencies
-  # `-Zbuild-std=core` resolves for the nvptx64 kernels. crane writes the source replacement to
+  # from the workspace's lockfile and kernels/rust's (its own workspace, built by kiln-build).
+  # No standard-library lockfile: the nightly's prebuilt nvptx64 `core` is used, so kiln-build
+  # passes no -Zbuild-std (checks/nix/README.md). crane writes the source replacement to
   # $CARGO_HOME/config.toml, and kiln-build's kernel cargo keeps CARGO_HOME, so it sees it too.
   cargoVendorDir = craneLib.vendorMultipleCargoDeps {
     cargoLockList = [
       (root + "/Cargo.lock")
       (root + "/kernels/rust/Cargo.lock")
-      toolchain.stdCargoLock
     ];
   };
 
   # What every cargo invocation needs: nvcc and the toolkit (CUDA_HOME), libclang 21 for
   # bindgen, and the pinned versions so kiln-build can refuse anything else. No cuDNN or NCCL:
   # nothing links them (cudarc opens them at run time); they are in the dev shell only.
-  commonArgs = {
+  commonArgs = fatbinCompression // {
     inherit src cargoVendorDir;
     pname = "kiln";
     inherit (pins) version;
@@ -44,14 +44,7 @@ let
     LIBCLANG_PATH = toolchain.libclangPath;
     KILN_KERNEL_RUSTC = toolchain.kernelRustc;
     BINDGEN_EXTRA_CLANG_ARGS = "-resource-dir=${toolchain.clangResourceDir}";
-    # nixpkgs' nvcc wrapper adds -Xfatbin=-compress-all unless NIX_CUDA_DONT_COMPRESS_FATBINS
-    # is set, and cuda_nvcc's setup hook exports that variable from `dontCompressCudaFatbins`
-    # (overwriting one set directly), so both are set. kiln-build's flag table decides the
-    # fatbin's compression, as without Nix: the same fatbin bytes on both routes, and the
-    # tests that read them (kiln-audit tests/golden.rs) see what they see outside Nix.
-    dontCompressCudaFatbins = true;
-    NIX_CUDA_DONT_COMPRESS_FATBINS = "1";
-    preBuild = toolchain.stdCargoLockCheck + ''
+    preBuild = ''
       export BINDGEN_EXTRA_CLANG_ARGS="$BINDGEN_EXTRA_CLANG_ARGS $(< ${toolchain.libcCflagsFile})"
     '';
   };
@@ -76,11 +69,15 @@ let
     meta.mainProgram = "kiln";
   });
 
-  # One derivation per kernel compile job, planned at evaluation (nix/kernel-jobs.nix).
-  kernelJobs = import ./kernel-jobs.nix { inherit pkgs pins cuda root craneLib finalArgs; };
+  # One derivation per kernel job, planned at evaluation (nix/kernel-jobs.nix).
+  kernelJobs = import ./kernel-jobs.nix { inherit pkgs pins cuda root craneLib toolchain cargoVendorDir fatbinCompression; };
+  # What every output that builds kiln-kernels adds (the kernels, the wheel, clippy, nextest):
+  # each job's output from its derivation; kiln-build checks every key against its own plan,
+  # refuses a mismatch, and only combines (crates/kiln-build/src/prebuilt.rs).
+  withPrebuiltKernels = { KILN_PREBUILT_KERNELS = kernelJobs.prebuilt; };
 in
 {
-  inherit craneLib src withRustfmt commonArgs cargoArtifacts finalArgs cargoVendorDir buildInfo kernelJobs;
+  inherit craneLib src withRustfmt commonArgs cargoArtifacts finalArgs cargoVendorDir buildInfo kernelJobs withPrebuiltKernels;
 
   # `nix run .#kiln -- doctor` on any host: the dev shell's driver discovery (nix/driver-hook.sh:
   # NixOS' /run/opengl-driver/lib, the host's ldconfig cache, the usual distribution and
@@ -91,11 +88,8 @@ in
   '';
 
   # The fatbin(s) and the build manifest that kiln-kernels' build script writes to OUT_DIR.
-  kernels = craneLib.mkCargoDerivation (finalArgs // buildInfo // {
+  kernels = craneLib.mkCargoDerivation (finalArgs // buildInfo // withPrebuiltKernels // {
     pname = "kiln-kernels";
-    # Every compile job from its own derivation; kiln-build checks each one's key against its
-    # plan, refuses a mismatch, and links and combines them (crates/kiln-build/src/prebuilt.rs).
-    KILN_PREBUILT_KERNELS = kernelJobs.prebuilt;
     doInstallCargoArtifacts = false;
     buildPhaseCargoCommand = "cargo build --release --locked -p kiln-kernels";
     installPhaseCommand = ''

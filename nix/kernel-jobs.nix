@@ -1,32 +1,44 @@
 # The kernel build as one derivation per job, planned at evaluation time from source text (no
-# import-from-derivation): `kernels/*.cu` and the arch matrix give the compile jobs, each
-# source's `#include` lines (followed through its own directory and kernels/include, as
-# kiln-build's text scan does: crates/kiln-build/src/deps.rs) give the files each job reads.
-# A job's derivation sees only those files, so a header edit rebuilds exactly the jobs of the
-# sources that include it, and an unchanged job is a binary-cache hit on every machine.
+# import-from-derivation): every job of kiln-build's plan but the final combine — nvcc per
+# (source, target), the Rust kernel crate's PTX, ptxas of it per SASS target, nvlink per
+# target, the Rust PTX merged into the `+PTX` module. Each derivation runs kiln-build's own
+# job (`kiln-kernel-job`, crates/kiln-build/src/bin): the same command and the same input key
+# as a local build, filed as `output` + `key`. Every output that builds kiln-kernels (the
+# kernels package, the wheel, clippy, nextest) takes the whole farm (`prebuilt`,
+# KILN_PREBUILT_KERNELS): kiln-build checks each key against its own plan, refuses a mismatch,
+# and only combines.
 #
-# Each derivation runs kiln-build's own job (`kiln-kernel-job`, crates/kiln-build/src/bin): the
-# same nvcc command and the same input key as a local build, filed as `output` + `key`. The
-# kernels derivation takes them all (KILN_PREBUILT_KERNELS), checks every key against its own
-# plan — a mismatch is refused, never used — and links and combines the same fatbin bytes.
-# Links, and the Rust kernel crate's jobs (they need the vendored crates and the nightly), run
-# there; the compile jobs are the work.
-{ pkgs, pins, cuda, root, craneLib, finalArgs }:
+# A job's inputs are what its key reads and nothing else, so unrelated edits reuse it:
+# - a compile job: its source and the headers it includes (followed through its own directory
+#   and kernels/include, as kiln-build's text scan does: crates/kiln-build/src/deps.rs), the
+#   kiln table of Cargo.toml without the tables no kernel reads (runtime, wheel, test-tools,
+#   audit), nvcc, and the job tool;
+# - the job tool: kiln-build and the crates it depends on (its dependency closure, read from
+#   the crates' Cargo.toml files), built in a workspace of just those crates whose Cargo.toml is
+#   written here from the real one (nix/toml.nix): an edit to kiln-audit, kiln-doctor or xtask
+#   reaches no job; an edit to kiln-build's own code reaches all of them.
+# - the Rust jobs and the links: kernels/rust and the crate it depends on (kiln-kernel-params),
+#   every source and header (a link's plan keys every compile), the nightly.
+{ pkgs, pins, cuda, root, craneLib, toolchain, cargoVendorDir, fatbinCompression }:
 let
   inherit (pkgs) lib;
+  toTOML = import ./toml.nix;
   kernelsDir = root + "/kernels";
   includeDir = kernelsDir + "/include";
   entries = builtins.readDir kernelsDir;
   sources = builtins.sort builtins.lessThan
     (builtins.filter (n: entries.${n} == "regular" && lib.hasSuffix ".cu" n) (builtins.attrNames entries));
+  hasRust = builtins.pathExists (kernelsDir + "/rust/Cargo.toml");
 
   # The matrix's targets in kiln-build's order: SASS for every entry, then PTX where `+PTX`.
   grammar = (import ./arch-grammar.nix).parse;
   matrix = map grammar pins.archs;
   digits = e: builtins.replaceStrings [ "." ] [ "" ] e.capability;
-  targets = map (e: "sm_${digits e}") matrix
-    ++ map (e: "compute_${digits e}") (builtins.filter (e: e.ptx) matrix);
+  sassTargets = map (e: "sm_${digits e}") matrix;
+  ptxTargets = map (e: "compute_${digits e}") (builtins.filter (e: e.ptx) matrix);
+  targets = sassTargets ++ ptxTargets;
 
+  # --- What a job reads: headers ----------------------------------------------------------
   # `#include "x"` / `#include <x>` of one file; a computed include cannot be followed here.
   includesOf = file:
     let
@@ -62,69 +74,173 @@ let
     in
     map (x: x.path) (builtins.sort (a: b: a.key < b.key) (builtins.filter (x: x.key != toString source) closure));
 
-  # kiln-kernel-job from the crates alone: kernel sources are not part of it, so editing them
-  # rebuilds jobs, never the tool.
+  # --- What a job reads: the pins -----------------------------------------------------------
+  rootToml = builtins.fromTOML (builtins.readFile (root + "/Cargo.toml"));
+  # kiln's table less what no kernel job reads. `toolchain` stays whole: kiln-pins validates it
+  # as one complete pin set (so a toolchain pin edit, even maturin's, still reaches every job).
+  jobPins = builtins.removeAttrs rootToml.workspace.metadata.kiln [ "runtime" "wheel" "test-tools" "audit" ];
+  pinsToml = builtins.toFile "Cargo.toml" (toTOML { workspace.metadata.kiln = jobPins; });
+
+  # --- The job tool: kiln-build's dependency closure only -----------------------------------
+  wsDeps = rootToml.workspace.dependencies;
+  manifestOf = dir: builtins.fromTOML (builtins.readFile (root + "/${dir}/Cargo.toml"));
+  # What a crate needs to build (its dev-dependencies are left out of the tool's workspace).
+  buildDepsOf = t: (t.dependencies or { }) // (t.build-dependencies or { });
+  pathDepsOf = dir:
+    let deps = buildDepsOf (manifestOf dir); in
+    builtins.concatMap
+      (name:
+        let d = deps.${name}; ws = wsDeps.${name} or null; in
+        if builtins.isAttrs d && (d.workspace or false) && builtins.isAttrs ws && ws ? path then [ ws.path ]
+        else if builtins.isAttrs d && d ? path then
+          throw "kiln: ${dir}/Cargo.toml depends on ${name} by a path of its own; name it in [workspace.dependencies] (the kernel job tool's workspace is computed from there)"
+        else [ ])
+      (builtins.attrNames deps);
+  toolCrates = map (x: x.key) (builtins.genericClosure {
+    startSet = [{ key = "crates/kiln-build"; }];
+    operator = item: map (d: { key = d; }) (pathDepsOf item.key);
+  });
+  usedDeps = builtins.attrNames (builtins.foldl' (acc: dir: acc // buildDepsOf (manifestOf dir)) { } toolCrates);
+  toolManifests = {
+    "Cargo.toml" = toTOML ({
+      workspace = {
+        inherit (rootToml.workspace) resolver package;
+        members = toolCrates;
+        lints = rootToml.workspace.lints or { };
+        dependencies = builtins.listToAttrs (builtins.concatMap
+          (n: if wsDeps ? ${n} then [{ name = n; value = wsDeps.${n}; }] else [ ])
+          usedDeps);
+        metadata.kiln = jobPins;
+      };
+    } // (if rootToml ? profile then { inherit (rootToml) profile; } else { }));
+  } // builtins.listToAttrs (map
+    (dir: {
+      name = "${dir}/Cargo.toml";
+      value = toTOML (builtins.removeAttrs (manifestOf dir) [ "dev-dependencies" ]);
+    })
+    toolCrates);
   toolSrc = lib.fileset.toSource {
     inherit root;
-    fileset = lib.fileset.unions [
-      (root + "/Cargo.toml")
-      (root + "/Cargo.lock")
-      (root + "/crates")
-      (lib.fileset.maybeMissing (root + "/tools"))
-    ];
+    fileset = lib.fileset.unions ([ (root + "/Cargo.lock") ] ++ map (dir: root + "/${dir}") toolCrates);
   };
-  # Its own dependency build over the same narrow source: the workspace's is made from the
-  # whole source (crane launders it to Cargo files only, but a kernel edit must not even reach
-  # the tool's derivation through it).
-  toolArgs = finalArgs // {
+  writeManifests = builtins.concatStringsSep "" (map
+    (path: "cp ${builtins.toFile "Cargo.toml" toolManifests.${path}} ${path}\n")
+    (builtins.attrNames toolManifests));
+  # A plain cargo build over the vendored sources (crane's hooks set CARGO_HOME and the source
+  # replacement); not --locked: the lockfile is the whole workspace's, which cargo trims to
+  # these crates offline, every version it keeps being the locked one.
+  tool = craneLib.mkCargoDerivation (fatbinCompression // {
     pname = "kiln-kernel-job";
+    inherit (pins) version;
     src = toolSrc;
-    cargoExtraArgs = "--locked -p kiln-build --bin kiln-kernel-job";
-    doCheck = false;
-  };
-  tool = craneLib.buildPackage (toolArgs // {
-    cargoArtifacts = craneLib.buildDepsOnly (builtins.removeAttrs toolArgs [ "cargoArtifacts" ]);
+    inherit cargoVendorDir;
+    cargoArtifacts = null;
+    strictDeps = true;
+    doInstallCargoArtifacts = false;
+    postPatch = writeManifests;
+    buildPhaseCargoCommand = "cargo build --release --offline -p kiln-build --bin kiln-kernel-job";
+    installPhaseCommand = ''
+      mkdir -p $out/bin
+      cp target/release/kiln-kernel-job $out/bin/
+    '';
+    passthru = { inherit toolCrates toolManifests; };
   });
 
+  # --- The jobs ----------------------------------------------------------------------------
   slug = builtins.replaceStrings [ ":" "/" "." ] [ "-" "-" "_" ];
-  jobEnv = {
+  jobEnv = fatbinCompression // {
     nativeBuildInputs = [ cuda.home cuda.cuda_nvcc ];
     CUDA_HOME = cuda.home;
-    # As in every kiln derivation (nix/crates.nix): kiln-build's flags decide compression.
-    dontCompressCudaFatbins = true;
-    NIX_CUDA_DONT_COMPRESS_FATBINS = "1";
   };
-
-  compile = source: target:
+  # The files a job sees (paths under root); its Cargo.toml is written beside them.
+  project = files: lib.fileset.toSource {
+    inherit root;
+    fileset = lib.fileset.unions files;
+  };
+  # Every job `deps` read, and theirs: kiln-build plans the whole chain and takes each by key.
+  closureOf = deps: builtins.attrValues (builtins.listToAttrs (map (j: { name = j.id; value = j; })
+    (deps ++ builtins.concatMap (d: d.closure) deps)));
+  # One job as a derivation: `deps` are the jobs whose outputs it reads (a farm of them and of
+  # their own inputs is its --prebuilt directory: kiln-build takes them by key and runs only
+  # this one).
+  mkJob = { id, files, cargoToml ? pinsToml, deps ? [ ], rust ? false }:
     let
-      id = "compile:${source}:${target}";
-      files = lib.fileset.toSource {
-        inherit root;
-        fileset = lib.fileset.unions ([ (root + "/Cargo.toml") (kernelsDir + "/${source}") ] ++ headersOf (kernelsDir + "/${source}"));
-      };
+      closure = closureOf deps;
+      farm = farmOf "kiln-job-inputs-${slug id}" closure;
     in
-    {
-      name = id;
-      value = pkgs.runCommand "kiln-job-${slug "${source}-${target}"}" (jobEnv // { passthru = { inherit id source target; }; }) ''
-        cp -r --no-preserve=mode ${files} project
-        ${tool}/bin/kiln-kernel-job --project project --job ${id} --out $out
-      '';
-    };
+    pkgs.runCommand "kiln-job-${slug id}"
+      (jobEnv // {
+        passthru = { inherit id closure; };
+      } // (if rust then {
+        # The nightly with its prebuilt nvptx64 core: no -Zbuild-std, no crates.io source.
+        KILN_KERNEL_RUSTC = toolchain.kernelRustc;
+        CARGO_NET_OFFLINE = "true";
+      } else { }))
+      (''
+        cp -r --no-preserve=mode ${project files} project
+        cp ${cargoToml} project/Cargo.toml
+      '' + (if rust then ''
+        export CARGO_HOME=$TMPDIR/cargo-home
+      '' else "") + ''
+        ${tool}/bin/kiln-kernel-job --project project --job ${id} --out $out ${if deps == [ ] then "" else "--prebuilt ${farm}"}
+      '');
 
-  jobs = builtins.listToAttrs (builtins.concatMap (s: map (compile s) targets) sources);
-in
-{
-  inherit jobs tool sources targets;
-  # Every job's output as kiln-build's prebuilt layout: <id with ':' as '/'>/{output,key}.
-  prebuilt = pkgs.runCommand "kiln-kernel-jobs" { } (''
+  # kiln-build's prebuilt layout: <id with ':' as '/'>/{output,key}, one link per job.
+  farmOf = name: jobList: pkgs.runCommand name { } (''
     mkdir -p $out
   '' + builtins.concatStringsSep "" (map
-    (id:
-      let entry = builtins.replaceStrings [ ":" ] [ "/" ] id; in ''
+    (j:
+      let entry = builtins.replaceStrings [ ":" ] [ "/" ] j.id; in ''
         mkdir -p "$out/$(dirname '${entry}')"
-        ln -s ${jobs.${id}} "$out/${entry}"
+        ln -s ${j} "$out/${entry}"
       '')
-    (builtins.attrNames jobs)));
+    jobList));
+
+  sourceFiles = s: [ (kernelsDir + "/${s}") ] ++ headersOf (kernelsDir + "/${s}");
+  compile = source: target: mkJob {
+    id = "compile:${source}:${target}";
+    files = sourceFiles source;
+  };
+  compiles = lib.genAttrs targets (t: map (s: compile s t) sources);
+
+  # The Rust kernel crate as it lies in the repository: kernels/rust beside the crate it
+  # depends on, whose `[lints] workspace = true` wants a workspace root above it.
+  rustFiles = [ (kernelsDir + "/rust") (root + "/crates/kiln-kernel-params") ];
+  rustToml = builtins.toFile "Cargo.toml" (toTOML {
+    workspace = {
+      inherit (rootToml.workspace) resolver package;
+      members = [ "crates/kiln-kernel-params" ];
+      exclude = [ "kernels/rust" ];
+      lints = rootToml.workspace.lints or { };
+      metadata.kiln = jobPins;
+    };
+  });
+  allSources = builtins.concatMap sourceFiles sources;
+  # The Rust PTX and its assemblies read the crate only; a link (and the merge after it) plans
+  # every compile it takes, so it sees every source too.
+  rustJob = args: mkJob ({ files = rustFiles; } // args // { cargoToml = rustToml; rust = true; });
+  rustPtx = rustJob { id = "rust:ptx"; };
+  ptxas = target: rustJob { id = "ptxas:${target}"; deps = [ rustPtx ]; };
+  ptxasOf = lib.genAttrs sassTargets ptxas;
+  link = target:
+    let
+      rustDeps = if !hasRust then [ ] else if ptxasOf ? ${target} then [ rustPtx ptxasOf.${target} ] else [ ];
+      args = { id = "link:${target}"; deps = compiles.${target} ++ rustDeps; };
+    in
+    if hasRust then rustJob (args // { files = allSources ++ rustFiles; }) else mkJob (args // { files = allSources; });
+  links = lib.genAttrs targets link;
+  merge = target: rustJob { id = "merge:${target}"; files = allSources ++ rustFiles; deps = [ links.${target} rustPtx ]; };
+
+  allJobs = builtins.concatLists (builtins.attrValues compiles)
+    ++ (if hasRust then [ rustPtx ] ++ builtins.attrValues ptxasOf else [ ])
+    ++ builtins.attrValues links
+    ++ (if hasRust then map merge ptxTargets else [ ]);
+  jobs = builtins.listToAttrs (map (j: { name = j.id; value = j; }) allJobs);
+in
+{
+  inherit jobs tool sources targets toolCrates;
+  # Every job's output as kiln-build's prebuilt layout.
+  prebuilt = farmOf "kiln-kernel-jobs" allJobs;
   # The headers each source reads, as the plan above sees them (relative to kernels/), for the
   # check against kiln-build's own scan.
   headers =

@@ -1,7 +1,10 @@
 # The dev shell: the pinned toolchain, the variables bindgen and nvcc need, and the host's
 # driver found at entry (never the toolkit's stub); `extraPackages` from kiln.lib's mkDevShell.
 { pkgs, toolchain, cuda, driverHook, extraPackages ? [ ] }:
-pkgs.mkShell {
+# Fatbins uncompressed as in every kiln derivation (nix/fatbin-compression.nix): the shell's
+# builds then write what `nix build` and the non-Nix route write, and kiln-build's cache keys
+# (which hold NIX_CUDA_DONT_COMPRESS_FATBINS) are the derivations' own.
+pkgs.mkShell (import ./fatbin-compression.nix // {
   name = "kiln";
   packages = [
     toolchain.rust
@@ -30,4 +33,4 @@ pkgs.mkShell {
   shellHook = ''
     export BINDGEN_EXTRA_CLANG_ARGS="$BINDGEN_EXTRA_CLANG_ARGS $(< ${toolchain.libcCflagsFile})"
   '' + driverHook;
-}
+})

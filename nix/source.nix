@@ -26,7 +26,6 @@ let
     ])
     (lib.fileset.unions [
       (lib.fileset.maybeMissing (root + "/checks/nix"))
-      (lib.fileset.maybeMissing (root + "/nix/std-lock"))
       (lib.fileset.maybeMissing (root + "/fuzz"))
       (lib.fileset.maybeMissing (root + "/rustfmt.toml"))
     ]);

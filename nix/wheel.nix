@@ -36,7 +36,8 @@ let
     buildPhaseCargoCommand = "bash ${./wheel-build.sh}";
   });
 in
-crates.craneLib.mkCargoDerivation (crates.finalArgs // crates.buildInfo // {
+# The kernels: every job from its own derivation (crates.withPrebuiltKernels), combined here.
+crates.craneLib.mkCargoDerivation (crates.finalArgs // crates.buildInfo // crates.withPrebuiltKernels // {
   pname = "kiln-wheel";
   cargoArtifacts = wheelDeps;
   # crates.kiln: `kiln wheel finalize` in nix/wheel-build.sh (the CLI built once, not again here).

@@ -8,7 +8,7 @@
 # out so that this relative path leads into kiln's source (see `layout` below). Nothing edits
 # Cargo.toml or Cargo.lock at build time, so `--locked` checks the project's own lock: a Cargo.lock
 # records a path dependency by name, version and dependencies only, never by its path.
-{ pkgs, crates, toolchain }:
+{ pkgs, crates }:
 { src
 , manylinux ? "manylinux_2_34"
 }:
@@ -51,14 +51,14 @@ let
     };
 
   # --- Vendored crates.io sources -----------------------------------------------------------
-  # The project's lock (its own crates and kiln-build's: bindgen & co.); with Rust kernels
-  # (kernels/rust/Cargo.lock, built by kiln-build with -Zbuild-std=core) also that lock and the
-  # pinned nightly's standard library lock, as nix/crates.nix does for kiln. All three are read
-  # by crane at evaluation: files of `src` and kiln's committed std lock, no import from derivation.
+  # The project's lock (its own crates and kiln-build's: bindgen & co.), and with Rust kernels
+  # their own lock (kernels/rust/Cargo.lock), as nix/crates.nix does for kiln. The nightly has
+  # the nvptx64 `core` prebuilt, so kiln-build compiles no standard library and needs none of
+  # its crates. Both are files of `src`, read by crane at evaluation: no import from derivation.
   hasRustKernels = builtins.pathExists (src + "/kernels/rust/Cargo.lock");
   cargoVendorDir = craneLib.vendorMultipleCargoDeps {
     cargoLockList = [ (src + "/Cargo.lock") ]
-      ++ (if hasRustKernels then [ (src + "/kernels/rust/Cargo.lock") toolchain.stdCargoLock ] else [ ]);
+      ++ (if hasRustKernels then [ (src + "/kernels/rust/Cargo.lock") ] else [ ]);
   };
 
   # maturin --zig builds under target/<triple>/; the dependency build names the same target, so
@@ -78,7 +78,7 @@ let
     # flags decide, as without Nix): what kiln's own derivations get. Not KILN_CUDA_CAPABILITIES:
     # the project's matrix is its own [package.metadata.kiln].
     inherit (commonArgs) CUDA_HOME CUDA_PATH LIBCLANG_PATH KILN_KERNEL_RUSTC BINDGEN_EXTRA_CLANG_ARGS
-      dontCompressCudaFatbins NIX_CUDA_DONT_COMPRESS_FATBINS preBuild;
+      dontCompressFatbin dontCompressCudaFatbins NIX_CUDA_DONT_COMPRESS_FATBINS preBuild;
     nativeBuildInputs = commonArgs.nativeBuildInputs ++ [ pkgs.maturin pkgs.zig ];
     # kiln's source, linked into the layout by postUnpack (an environment variable, so the
     # string below names no store path).

@@ -32,7 +32,7 @@
 # Not modelled here (explicit): the sandbox itself (only HOME is made unusable, and cargo is
 # kept off the network by CARGO_NET_OFFLINE instead of by having none); the other
 # nativeBuildInputs' setup hooks (cuda_nvcc's NVCC_CCBIN, the compiler wrappers); `preBuild`
-# (kiln's std-lock check and libc cflags read store paths that do not exist here: replaced by
+# (kiln's libc cflags read a store path that does not exist here: replaced by
 # a no-op); maturin itself (a stand-in on PATH runs the cargo resolution maturin starts with,
 # `cargo metadata`, with the same --locked, and stops: no compilation, no nvcc, no zig);
 # installPhase and later.

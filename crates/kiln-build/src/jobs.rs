@@ -16,9 +16,18 @@ use crate::cache::{Cache, KeyBuilder};
 use crate::error::{io, BuildError};
 use crate::toolkit::Toolkit;
 
-/// Environment variables nvcc itself reads: they change its output, so each job runs with
-/// exactly the values its key holds.
-pub const NVCC_ENV: &[&str] = &["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN"];
+/// Environment variables that change what an nvcc run writes, so each job runs with exactly the
+/// values its key holds: nvcc's own three, and `NIX_CUDA_DONT_COMPRESS_FATBINS`, which nixpkgs'
+/// nvcc wrapper (pkgs/development/cuda-modules/packages/cuda_nvcc/nvcc-wrapper.sh) reads to
+/// decide whether to prepend `-Xfatbin=-compress-all`. The wrapper's other inputs are left out:
+/// `NIX_LDFLAGS_AFTER*` reach only a host link (every kiln-build compile is device-only), the
+/// role markers select among those, and it unsets `INCLUDES`/`LIBRARIES` itself.
+pub const NVCC_ENV: &[&str] = &[
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_CCBIN",
+    "NIX_CUDA_DONT_COMPRESS_FATBINS",
+];
 
 /// How a source's device code is compiled, and so how it becomes a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

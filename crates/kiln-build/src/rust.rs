@@ -23,7 +23,7 @@ use crate::toolkit::Toolkit;
 
 /// The target the kernel crate is compiled for.
 pub use kiln_toolchain::kernel_rustc::DEVICE_TARGET;
-pub use kiln_toolchain::kernel_rustc::{install_hint, locate, matches_pin, KernelRustc};
+pub use kiln_toolchain::kernel_rustc::{install_hint, locate, matches_pin, DeviceStd, KernelRustc};
 /// The one `-C target-cpu` the PTX is generated for (the oldest GPU of any kiln matrix).
 pub const PTX_CPU: &str = "sm_80";
 /// The crate, relative to the kernels directory.
@@ -167,6 +167,7 @@ impl RustPtxJob {
         let layout = host_layout_assertions(kiln_kernel_params::ALL);
         let mut key = KeyBuilder::new("rust-ptx")
             .field("rustc", &rustc.version_verbose)
+            .field("std", rustc.std.as_str())
             .field("target", DEVICE_TARGET)
             .field("cpu", PTX_CPU)
             .field("layout", &layout);
@@ -222,8 +223,13 @@ impl RustPtxJob {
             .arg(self.krate.dir.join("Cargo.toml"))
             .arg("--target-dir")
             .arg(cache.dir.join("rust-target"))
-            .args(["--release", "--lib", "--target", DEVICE_TARGET])
-            .args(["-Zbuild-std=core", "--quiet", "--"])
+            .args(["--release", "--lib", "--target", DEVICE_TARGET]);
+        // A toolchain with the target's prebuilt `core` (the Nix nightly) builds against it: no
+        // standard library is compiled, so none of its crates.io dependencies is needed.
+        if rustc.std == DeviceStd::BuildStd {
+            cmd.arg("-Zbuild-std=core");
+        }
+        cmd.args(["--quiet", "--"])
             .arg(format!("-Ctarget-cpu={PTX_CPU}"))
             // The output path is in the arguments, so cargo reruns rustc whenever the key
             // changes even if its own fingerprint thinks the crate is fresh.

@@ -323,6 +323,20 @@ fn nvcc_environment_and_defines_are_in_the_key() {
     );
     let s = build(&root, &out, &appended).unwrap().summary;
     assert_eq!((s.compiled, s.cached), (0, 4), "{s}");
+    // nixpkgs' nvcc wrapper compresses every fatbin unless this is set: keyed, like nvcc's own.
+    let uncompressed = [
+        narrow,
+        ("NVCC_APPEND_FLAGS", "-DKILN_FIXTURE_EXTRA=1"),
+        ("NIX_CUDA_DONT_COMPRESS_FATBINS", "1"),
+    ];
+    let s = build(&root, &out, &uncompressed).unwrap().summary;
+    assert_eq!(
+        (s.compiled, s.cached),
+        (4, 0),
+        "NIX_CUDA_DONT_COMPRESS_FATBINS must rebuild: {s}"
+    );
+    let s = build(&root, &out, &uncompressed).unwrap().summary;
+    assert_eq!((s.compiled, s.cached), (0, 4), "{s}");
     // A definition in the project's table.
     let toml = root.join("Cargo.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
@@ -334,7 +348,7 @@ fn nvcc_environment_and_defines_are_in_the_key() {
         ),
     )
     .unwrap();
-    let s = build(&root, &out, &appended).unwrap().summary;
+    let s = build(&root, &out, &uncompressed).unwrap().summary;
     assert_eq!((s.compiled, s.cached), (4, 0), "a -D must rebuild: {s}");
 }
 

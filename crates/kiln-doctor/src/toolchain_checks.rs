@@ -358,11 +358,15 @@ pub fn kernel_rustc(env: &Env, pins: &Pins) -> Check {
                 ID,
                 Scope::Build,
                 format!(
-                    "rustc {} (LLVM {}) at {} builds kernels/rust for {} (rust-src present)",
+                    "rustc {} (LLVM {}) at {} builds kernels/rust for {} ({})",
                     field("release:"),
                     field("LLVM version:"),
                     r.rustc.display(),
-                    kernel_rustc::DEVICE_TARGET
+                    kernel_rustc::DEVICE_TARGET,
+                    match r.std {
+                        kernel_rustc::DeviceStd::Sysroot => "against its prebuilt core",
+                        kernel_rustc::DeviceStd::BuildStd => "rust-src present, -Zbuild-std=core",
+                    }
                 ),
             )
             .with_fact("path", r.rustc.display().to_string())

@@ -23,6 +23,31 @@ pub struct KernelRustc {
     pub cargo: PathBuf,
     /// `rustc -vV`, verbatim (recorded in the manifest).
     pub version_verbose: String,
+    /// Where `core` for the device target comes from.
+    pub std: DeviceStd,
+}
+
+/// Where the device target's `core` comes from: the toolchain's prebuilt `rust-std` component
+/// for nvptx64 (rustup and rust-overlay ship one for tier-2 targets: a Nix toolchain asked for
+/// `targets = [ "nvptx64-nvidia-cuda" ]`), else compiled from the toolchain's rust-src by
+/// `-Zbuild-std=core` (Debian's rustc-web has no nvptx64 `rust-std`). The prebuilt one needs no
+/// standard-library lockfile and no vendored crates.io sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceStd {
+    /// `lib/rustlib/nvptx64-nvidia-cuda/lib/libcore-*.rlib` in the sysroot.
+    Sysroot,
+    /// `-Zbuild-std=core` from `lib/rustlib/src/rust/library`.
+    BuildStd,
+}
+
+impl DeviceStd {
+    /// How the cache key and messages name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceStd::Sysroot => "sysroot",
+            DeviceStd::BuildStd => "build-std=core",
+        }
+    }
 }
 
 /// What to install when no usable kernel rustc is found (one line), naming the bootstrap
@@ -127,13 +152,17 @@ pub fn locate(
             seen.push(format!("{} is {release}", c.display()));
             continue;
         }
-        if !has_core_source(c) {
-            seen.push(format!(
-                "{} ({release}) has no rust-src (lib/rustlib/src/rust/library/core)",
-                c.display()
-            ));
-            continue;
-        }
+        let std = match device_std(c) {
+            Some(std) => std,
+            None => {
+                seen.push(format!(
+                    "{} ({release}) has neither the {DEVICE_TARGET} standard library \
+                     (lib/rustlib/{DEVICE_TARGET}/lib) nor rust-src (lib/rustlib/src/rust/library/core)",
+                    c.display()
+                ));
+                continue;
+            }
+        };
         let cargo = c.with_file_name("cargo");
         if !cargo.is_file() {
             seen.push(format!(
@@ -146,6 +175,7 @@ pub fn locate(
             rustc: c.clone(),
             cargo,
             version_verbose: vv,
+            std,
         });
     }
     let found = if seen.is_empty() {
@@ -161,14 +191,36 @@ pub fn locate(
     )))
 }
 
-fn has_core_source(rustc: &Path) -> bool {
-    let Ok(out) = Command::new(rustc).args(["--print", "sysroot"]).output() else {
-        return false;
-    };
+/// The prebuilt device `core` when the sysroot has one, else rust-src for `-Zbuild-std`.
+fn device_std(rustc: &Path) -> Option<DeviceStd> {
+    let out = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()?;
     let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    sysroot
+    device_std_in(&sysroot)
+}
+
+/// [`device_std`] for a sysroot directory.
+pub fn device_std_in(sysroot: &Path) -> Option<DeviceStd> {
+    let lib = sysroot.join("lib/rustlib").join(DEVICE_TARGET).join("lib");
+    let prebuilt = std::fs::read_dir(&lib).ok().is_some_and(|rd| {
+        rd.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("libcore-") && name.ends_with(".rlib")
+        })
+    });
+    if prebuilt {
+        Some(DeviceStd::Sysroot)
+    } else if sysroot
         .join("lib/rustlib/src/rust/library/core/Cargo.toml")
         .is_file()
+    {
+        Some(DeviceStd::BuildStd)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -200,6 +252,26 @@ mod tests {
             pins.toolchain.rust_nightly
         );
         assert!(matches_pin(&nightly, &pins));
+    }
+
+    #[test]
+    fn the_sysroots_device_core_is_preferred_to_build_std() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(device_std_in(d.path()), None);
+        let src = d.path().join("lib/rustlib/src/rust/library/core");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("Cargo.toml"), "").unwrap();
+        assert_eq!(device_std_in(d.path()), Some(DeviceStd::BuildStd));
+        let lib = d.path().join("lib/rustlib").join(DEVICE_TARGET).join("lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::write(lib.join("libcompiler_builtins-0f00.rlib"), "").unwrap();
+        assert_eq!(
+            device_std_in(d.path()),
+            Some(DeviceStd::BuildStd),
+            "no core yet"
+        );
+        std::fs::write(lib.join("libcore-0f00.rlib"), "").unwrap();
+        assert_eq!(device_std_in(d.path()), Some(DeviceStd::Sysroot));
     }
 
     #[test]

@@ -16,7 +16,6 @@ mod packaged;
 mod readme_doctor;
 mod repro;
 mod sandbox;
-mod std_lock;
 mod test;
 mod toolchain;
 mod wheel;
@@ -64,9 +63,6 @@ enum Command {
     Repro(repro::Args),
     /// Check the flake offline: parse, fmt, deadnix, lock, facts, eval against the test doubles.
     NixCheck(nix_check::Args),
-    /// Compare (or, with --write, copy) nix/std-lock/<nightly>.Cargo.lock with the pinned
-    /// nightly's rust-src lockfile.
-    StdLock(std_lock::Args),
     /// The flake's test and wheel commands without Nix, as its sandbox runs them: the flake's
     /// source set, HOME unwritable, cargo offline, CUDA from the environment.
     Sandbox(sandbox::Args),
@@ -93,7 +89,6 @@ fn main() {
         Command::BenchAudit(args) => audit_bench::run(args),
         Command::BenchAuditRoute(args) => audit_bench::route(args),
         Command::NixCheck(args) => nix_check::run(args),
-        Command::StdLock(args) => std_lock::run(args),
         Command::Repro(args) => repro::run(args),
         Command::Wheel(args) => wheel::run(args),
         Command::CliWheel(args) => {

@@ -180,7 +180,7 @@ pub fn run(args: Args) -> Result<()> {
         },
     );
     step(
-        "one derivation per kernel compile job, planned from source text (both systems, IFD forbidden)",
+        "one derivation per kernel job (compiles, Rust PTX, ptxas, links, merges), planned from source text, ids = kiln-build's plan (both systems, IFD forbidden)",
         &|| kernel_jobs::check(&tools, &flake),
     );
     if let (Some(crane), Some(ro)) = (&args.real_crane, &args.real_rust_overlay) {

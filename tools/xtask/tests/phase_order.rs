@@ -346,14 +346,11 @@ fn the_template_wheel_has_a_dependency_cache_for_its_target_and_its_locks() {
     )
     .unwrap();
     let with_kernels = locks(&t);
-    assert_eq!(with_kernels.len(), 3, "{with_kernels:?}");
+    // No standard-library lock: the nightly's prebuilt nvptx64 core needs no vendored crates.
+    assert_eq!(with_kernels.len(), 2, "{with_kernels:?}");
     assert!(
         with_kernels[1].ends_with("/kernels/rust/Cargo.lock"),
         "{with_kernels:?}"
-    );
-    assert!(
-        with_kernels[2].contains("-std-lock/") || with_kernels[2].ends_with(".Cargo.lock"),
-        "the nightly's committed std lock: {with_kernels:?}"
     );
 }
 

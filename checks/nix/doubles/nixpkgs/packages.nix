@@ -69,6 +69,38 @@ fromFacts // {
       meta = (args.meta or { }) // { mainProgram = name; };
     });
 
+  # pkgs/build-support/docker/default.nix: streamLayeredImage's arguments (a closed set there
+  # too; the real one takes a few more this flake does not use, which fail here), `created`
+  # fixed to 1970-01-01T00:00:01Z unless given, and a derivation named stream-<name> (the script
+  # that streams the tarball) with imageName/imageTag in passthru.
+  dockerTools.streamLayeredImage =
+    { name
+    , tag ? null
+    , fromImage ? null
+    , contents ? [ ]
+    , config ? { }
+    , architecture ? null
+    , created ? "1970-01-01T00:00:01Z"
+    , maxLayers ? 100
+    , extraCommands ? ""
+    , fakeRootCommands ? ""
+    , includeStorePaths ? true
+    , passthru ? { }
+    }:
+    if !builtins.isList contents then throw "dockerTools.streamLayeredImage: `contents` must be a list in this flake's use"
+    else if maxLayers <= 1 then throw "the maxLayers argument of dockerTools.buildLayeredImage function must be greather than 1"
+    else
+      mk {
+        name = "stream-${baseNameOf name}";
+        inherit contents created extraCommands fakeRootCommands;
+        configJson = builtins.toJSON { inherit config architecture; fromImage = if fromImage == null then null else "${fromImage}"; includeStorePaths = includeStorePaths; maxLayers = maxLayers; };
+        passthru = passthru // { imageName = name; imageTag = tag; };
+      };
+
+  # pkgs/build-support/closure-info.nix: `closureInfo { rootPaths }`, a derivation holding
+  # `store-paths` (every path of the closure) and `registration`.
+  closureInfo = { rootPaths }: mk { name = "closure-info"; inherit rootPaths; };
+
   writeShellScriptBin = name: text: mk {
     inherit name text;
     meta.mainProgram = name;

@@ -1,6 +1,7 @@
-//! The kernel build as one derivation per compile job (nix/kernel-jobs.nix), checked on both
-//! systems with import-from-derivation forbidden: one derivation per (source, target) — the
-//! same job ids kiln-build's own plan has — and each source's header set, read by Nix from the
+//! The kernel build as one derivation per job (nix/kernel-jobs.nix), checked on both systems
+//! with import-from-derivation forbidden: one derivation per (source, target) compile, and for
+//! the Rust crate its PTX, ptxas per SASS target, a link per target and the `+PTX` merges — the
+//! job ids kiln-build's own plan has — and each source's header set, read by Nix from the
 //! source text, equal to kiln-build's include scan.
 
 use std::collections::BTreeMap;
@@ -48,13 +49,22 @@ pub fn check(tools: &Tools, flake: &Flake) -> Result<String> {
     for system in SYSTEMS {
         let e = evaluate(tools, flake, system)?;
         let want = e.sources.len() * e.targets.len();
-        if e.jobs.len() != want {
+        let compiles = e
+            .jobs
+            .keys()
+            .filter(|id| id.starts_with("compile:"))
+            .count();
+        if compiles != want {
             bail!(
-                "{system}: {} job derivations, expected {} sources x {} targets = {want}",
-                e.jobs.len(),
+                "{system}: {compiles} compile job derivations, expected {} sources x {} targets = {want}",
                 e.sources.len(),
                 e.targets.len()
             );
+        }
+        for t in &e.targets {
+            if !e.jobs.contains_key(&format!("link:{t}")) {
+                bail!("{system}: no derivation for link:{t}");
+            }
         }
         for s in &e.sources {
             for t in &e.targets {
@@ -69,6 +79,13 @@ pub fn check(tools: &Tools, flake: &Flake) -> Result<String> {
         if distinct.len() != e.jobs.len() {
             bail!("{system}: two jobs share a derivation");
         }
+        if let Some(ids) = plan_ids(&flake.root)? {
+            let nix: Vec<&String> = e.jobs.keys().collect();
+            let plan: Vec<&String> = ids.iter().filter(|id| *id != "combine").collect();
+            if nix != plan {
+                bail!("{system}: the Nix job ids differ from kiln-build's plan (without its combine):\n  nix:  {nix:?}\n  plan: {plan:?}");
+            }
+        }
         let scan = scan_headers(&flake.root, &e.sources)?;
         for (s, nix) in &e.headers {
             let ours = scan.get(s).cloned().unwrap_or_default();
@@ -77,16 +94,40 @@ pub fn check(tools: &Tools, flake: &Flake) -> Result<String> {
             }
         }
         notes.push(format!(
-            "{system}: {} derivations ({} sources x {} targets)",
+            "{system}: {} job derivations ({} sources x {} targets compiles, and {} links, Rust and merge jobs)",
             e.jobs.len(),
             e.sources.len(),
-            e.targets.len()
+            e.targets.len(),
+            e.jobs.len() - compiles
         ));
     }
     Ok(format!(
         "{}, IFD forbidden; every source's headers = kiln-build's include scan",
         notes.join("; ")
     ))
+}
+
+/// Every job id of kiln-build's own plan of `root`'s kernels (`--emit-plan`), sorted; None
+/// where no nvcc is found (the plan keys every job with nvcc's version): said, not failed.
+fn plan_ids(root: &Path) -> Result<Option<Vec<String>>> {
+    let pins = kiln_build::Pins::load(&root.join("Cargo.toml"))?;
+    let scratch = tempfile::tempdir()?;
+    let plan = kiln_build::KernelBuild::new(pins, root.join("kernels"), scratch.path().join("out"))
+        .cache_dir(scratch.path().join("cache"))
+        .bindgen(false)
+        .progress(false)
+        .plan();
+    match plan {
+        Ok(p) => {
+            let mut ids: Vec<String> = p.jobs.into_iter().map(|j| j.id).collect();
+            ids.sort();
+            Ok(Some(ids))
+        }
+        Err(e) => {
+            eprintln!("nix-check: kiln-build's plan not compared with the Nix jobs ({e})");
+            Ok(None)
+        }
+    }
 }
 
 /// kiln-build's own scan of each source, headers named relative to kernels/.
