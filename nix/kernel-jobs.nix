@@ -79,7 +79,7 @@ let
   # kiln's table less what no kernel job reads. `toolchain` stays whole: kiln-pins validates it
   # as one complete pin set (so a toolchain pin edit, even maturin's, still reaches every job).
   jobPins = builtins.removeAttrs rootToml.workspace.metadata.kiln [ "runtime" "wheel" "test-tools" "audit" ];
-  pinsToml = builtins.toFile "Cargo.toml" (toTOML { workspace.metadata.kiln = jobPins; });
+  pinsToml = toTOML { workspace.metadata.kiln = jobPins; };
 
   # --- The job tool: kiln-build's dependency closure only -----------------------------------
   wsDeps = rootToml.workspace.dependencies;
@@ -167,10 +167,17 @@ let
     let
       closure = closureOf deps;
       farm = farmOf "kiln-job-inputs-${slug id}" closure;
+      rootPrefix = builtins.stringLength (toString root) + 1;
+      # The job as data (checked by running it without Nix: nix-check's job step).
+      layout = {
+        files = map (f: builtins.substring rootPrefix (-1) (toString f)) files;
+        inherit cargoToml rust;
+        deps = map (d: d.id) closure;
+      };
     in
     pkgs.runCommand "kiln-job-${slug id}"
       (jobEnv // {
-        passthru = { inherit id closure; };
+        passthru = { inherit id closure layout; };
       } // (if rust then {
         # The nightly with its prebuilt nvptx64 core: no -Zbuild-std, no crates.io source.
         KILN_KERNEL_RUSTC = toolchain.kernelRustc;
@@ -178,7 +185,7 @@ let
       } else { }))
       (''
         cp -r --no-preserve=mode ${project files} project
-        cp ${cargoToml} project/Cargo.toml
+        cp ${builtins.toFile "Cargo.toml" cargoToml} project/Cargo.toml
       '' + (if rust then ''
         export CARGO_HOME=$TMPDIR/cargo-home
       '' else "") + ''
@@ -206,7 +213,7 @@ let
   # The Rust kernel crate as it lies in the repository: kernels/rust beside the crate it
   # depends on, whose `[lints] workspace = true` wants a workspace root above it.
   rustFiles = [ (kernelsDir + "/rust") (root + "/crates/kiln-kernel-params") ];
-  rustToml = builtins.toFile "Cargo.toml" (toTOML {
+  rustToml = toTOML {
     workspace = {
       inherit (rootToml.workspace) resolver package;
       members = [ "crates/kiln-kernel-params" ];
@@ -214,7 +221,7 @@ let
       lints = rootToml.workspace.lints or { };
       metadata.kiln = jobPins;
     };
-  });
+  };
   allSources = builtins.concatMap sourceFiles sources;
   # The Rust PTX and its assemblies read the crate only; a link (and the merge after it) plans
   # every compile it takes, so it sees every source too.

@@ -61,6 +61,9 @@ pub struct KernelBuild {
     client: jobserver::Client,
     env: EnvLookup,
     prebuilt_dir: Option<PathBuf>,
+    /// [`KernelBuild::run_job`] of a job that reads the Rust crate only (its PTX, its ptxas):
+    /// the project may hold no `*.cu` (one Nix derivation sees the crate alone).
+    rust_only_job: bool,
 }
 
 /// Where the build reads its environment: the process's, or a test's table.
@@ -107,6 +110,7 @@ impl KernelBuild {
             client: pool::client_from_env_or_cpus(),
             env: Box::new(|k| std::env::var_os(k)),
             prebuilt_dir: None,
+            rust_only_job: false,
         }
     }
 
@@ -166,13 +170,7 @@ impl KernelBuild {
             let tasks = execute::tasks(&plan, stage, &self.client, &|_| true)?;
             exec.stage(&plan.cache, &tasks, &mut ran)?;
             if stage == Stage::Link {
-                // Each link ran (or was found) under its inputs' bytes; the plan names it by
-                // its inputs' keys.
-                for (l, t) in plan.links.iter().zip(&tasks) {
-                    let entry = plan.cache.path(&t.key, l.ext());
-                    crate::cache::alias(&entry, &plan.cache.path(&l.key, l.ext()))?;
-                    by_bytes.push(entry);
-                }
+                by_bytes.extend(alias_links(&plan, &tasks)?);
             }
         }
         let warnings = self.show_warnings(&plan);
@@ -217,7 +215,8 @@ impl KernelBuild {
     /// its output as a prebuilt entry in `out` (`output` and `key`, [`crate::prebuilt`]): what
     /// one Nix derivation per job runs (nix/kernel-jobs.nix). A compile runs alone; a link runs
     /// after the jobs before it, which a prebuilt directory normally provides.
-    pub fn run_job(self, id: &str, out: &Path) -> Result<(), BuildError> {
+    pub fn run_job(mut self, id: &str, out: &Path) -> Result<(), BuildError> {
+        self.rust_only_job = id == "rust:ptx" || id.starts_with("ptxas:");
         let plan = self.build_plan()?;
         let prebuilt = self.prebuilt_outputs();
         let exec = Executor {
@@ -256,6 +255,9 @@ impl KernelBuild {
                 return Ok(());
             }
             exec.stage(&plan.cache, &tasks, &mut ran)?;
+            if stage == Stage::Link {
+                alias_links(&plan, &tasks)?;
+            }
         }
         let ids: Vec<String> = plan.to_plan()?.jobs.into_iter().map(|j| j.id).collect();
         Err(BuildError::Env(format!(
@@ -347,7 +349,10 @@ impl KernelBuild {
         tk: &Toolkit,
         flags: &[String],
     ) -> Result<Vec<(PathBuf, Vec<PathBuf>)>, BuildError> {
-        let sources = self.sources()?;
+        let sources = match self.sources() {
+            Err(BuildError::NoSources(_)) if self.rust_only_job => Vec::new(),
+            r => r?,
+        };
         let home = tk.cuda_home();
         let header_sets = pool::run(
             &sources,
@@ -775,6 +780,21 @@ impl KernelBuild {
             }
         }
     }
+}
+
+/// Each link ran (or was found) under its inputs' bytes; the plan, and a merge after it, name it
+/// by its inputs' keys. Returns the by-bytes entries.
+fn alias_links(plan: &BuildPlan, tasks: &[execute::Task<'_>]) -> Result<Vec<PathBuf>, BuildError> {
+    let mut by_bytes = Vec::new();
+    for t in tasks {
+        let link = (plan.links.iter()).find(|l| format!("link:{}", l.target.name()) == t.id);
+        if let Some(l) = link {
+            let entry = plan.cache.path(&t.key, l.ext());
+            crate::cache::alias(&entry, &plan.cache.path(&l.key, l.ext()))?;
+            by_bytes.push(entry);
+        }
+    }
+    Ok(by_bytes)
 }
 
 /// `kernels/*.cu`, sorted (the order is part of the output bytes).

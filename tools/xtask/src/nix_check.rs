@@ -23,6 +23,7 @@
 //! Nix 2.34, nixpkgs-fmt and deadnix are installed into `.toolchain/` when missing.
 
 pub mod facts;
+mod job_run;
 mod kernel_jobs;
 mod lock;
 mod outputs;
@@ -49,6 +50,11 @@ pub struct Args {
     /// workspace's `.toolchain`.
     #[arg(long)]
     pub toolchain: Option<PathBuf>,
+    /// Also run the job derivations' commands without Nix for two targets' chains
+    /// (nix_check/job_run.rs): each key must be the workspace plan's (needs nvcc and the
+    /// kernel rustc; a minute or two).
+    #[arg(long)]
+    pub run_jobs: bool,
     /// Install (or find) the tools and stop.
     #[arg(long)]
     pub tools_only: bool,
@@ -183,6 +189,12 @@ pub fn run(args: Args) -> Result<()> {
         "one derivation per kernel job (compiles, Rust PTX, ptxas, links, merges), planned from source text, ids = kiln-build's plan (both systems, IFD forbidden)",
         &|| kernel_jobs::check(&tools, &flake),
     );
+    if args.run_jobs {
+        step(
+            "the job derivations' commands, run without Nix, give the keys kiln-build's plan has",
+            &|| job_run::check(&tools, &flake),
+        );
+    }
     if let (Some(crane), Some(ro)) = (&args.real_crane, &args.real_rust_overlay) {
         step("locked narHash of the real crane and rust-overlay", &|| {
             lock::check_real_hashes(&tools, &flake, crane, ro)

@@ -71,7 +71,7 @@ struct Suite {
 /// `repro` built, so CI builds the release wheel through `cargo xtask wheel` only twice; the
 /// suites after `sandbox` that run `kiln` in release take its build (see the module docs).
 const SUITES: &[Suite] = &[
-    Suite { name: "nix", what: "flake: parse, nixpkgs-fmt, deadnix, lock, facts about the locked nixpkgs, eval against the doubles", command: &["xtask", "nix-check"] },
+    Suite { name: "nix", what: "flake: parse, nixpkgs-fmt, deadnix, lock, facts about the locked nixpkgs, eval against the doubles, the kernel job derivations' commands run without Nix", command: &["xtask", "nix-check", "--run-jobs"] },
     Suite { name: "fmt", what: "rustfmt check (the flake's `rustfmt` check)", command: &["cargo", "fmt", "--all", "--", "--check"] },
     Suite {
         name: "clippy",
