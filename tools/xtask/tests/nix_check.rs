@@ -1175,3 +1175,44 @@ fn unrelated_edits_reach_no_job_and_kiln_builds_own_code_reaches_all() {
     let changed = changed_by(&f);
     assert_eq!(changed.len(), before.len(), "{changed:?}");
 }
+
+/// The image holds Python, kiln's wheel, the runtime libraries and the CLI, and nothing that
+/// provides libcuda (the NVIDIA container toolkit mounts the host driver's): no driver stub
+/// output among its contents, and adding one is refused at evaluation, naming it.
+#[test]
+fn the_image_holds_no_libcuda_and_a_stub_in_it_is_refused() {
+    let f = Fixture::new();
+    for system in ["x86_64-linux", "aarch64-linux"] {
+        let names = eval_json(
+            &f,
+            &format!("packages.{system}.image.contents"),
+            Some("cs: map (c: c.name + \"/\" + (c.outputName or \"out\")) cs"),
+        );
+        let names: Vec<&str> = names
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert!(
+            names.iter().any(|n| n.starts_with("kiln-site-packages"))
+                && names.iter().any(|n| n.starts_with("cudnn")),
+            "{system}: {names:?}"
+        );
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.ends_with("/stubs") || n.contains("libcuda")),
+            "{system}: {names:?}"
+        );
+    }
+    f.edit(
+        "nix/image.nix",
+        "  contents = [ python crates.kiln site ] ++ runtimeLibs;",
+        "  contents = [ python crates.kiln site cuda.cudaPackages.cuda_cudart.stubs ] ++ runtimeLibs;",
+    );
+    assert_fails_with(
+        &f.check(),
+        &["is a driver stub output (a fake libcuda); it must not be in the image"],
+    );
+}
