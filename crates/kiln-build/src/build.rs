@@ -787,7 +787,7 @@ impl KernelBuild {
 fn alias_links(plan: &BuildPlan, tasks: &[execute::Task<'_>]) -> Result<Vec<PathBuf>, BuildError> {
     let mut by_bytes = Vec::new();
     for t in tasks {
-        let link = (plan.links.iter()).find(|l| format!("link:{}", l.target.name()) == t.id);
+        let link = (plan.links.iter()).find(|l| crate::job::Job::id(*l).to_string() == t.id);
         if let Some(l) = link {
             let entry = plan.cache.path(&t.key, l.ext());
             crate::cache::alias(&entry, &plan.cache.path(&l.key, l.ext()))?;

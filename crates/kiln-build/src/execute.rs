@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::cache::{Cache, Outcome};
 use crate::error::BuildError;
-use crate::plan::{BuildPlan, RustJobs, Stage};
+use crate::job::{Job, Stage};
+use crate::plan::BuildPlan;
 use crate::pool;
 use crate::progress::{self, Summary};
 
@@ -137,6 +138,31 @@ impl Executor<'_> {
     }
 }
 
+impl<'a> Task<'a> {
+    /// A job's task: its id, key, target and extension from the job itself.
+    fn of(
+        job: &dyn Job,
+        verb: &'static str,
+        what: String,
+        cost: u64,
+        kind: Counted,
+        make: Make<'a>,
+    ) -> Task<'a> {
+        Task {
+            id: job.id().to_string(),
+            plan_key: job.key().to_string(),
+            verb,
+            what,
+            target: job.target_text(),
+            key: job.key().to_string(),
+            ext: job.ext(),
+            cost,
+            kind,
+            make,
+        }
+    }
+}
+
 /// The tasks of one stage of `plan` ([`Stage::Combine`] has none: the caller combines after
 /// the manifest check). Built when the stage starts, so a link is keyed by the bytes the
 /// compiles before it wrote.
@@ -146,141 +172,116 @@ pub(crate) fn tasks<'a>(
     client: &'a jobserver::Client,
     wanted: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Task<'a>>, BuildError> {
-    let (tk, cache, flags) = (&plan.toolkit, &plan.cache, &plan.flags);
-    // Expected cost: the bytes the front end reads (source + headers).
-    let bytes = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-    let rust = plan.rust.as_ref().map(|r| rust_tasks(plan, r, client));
-    Ok(match stage {
-        Stage::Compile => {
-            let mut compile: Vec<Task<'a>> = (plan.compiles.iter())
-                .map(|j| Task {
-                    id: format!("compile:{}:{}", j.name, j.target.name()),
-                    plan_key: j.key.clone(),
-                    verb: "compiled",
-                    what: j.name.clone(),
-                    target: j.target.name(),
-                    key: j.key.clone(),
-                    ext: j.ext(),
-                    cost: bytes(&j.source) + j.headers.iter().map(|h| bytes(h)).sum::<u64>(),
-                    kind: Counted::Compile,
-                    make: Box::new(move |s| j.produce(tk, flags, cache, s)),
-                })
-                .collect();
-            compile.extend(plan.hosts.iter().map(|j| Task {
-                id: format!("host:{}", j.name),
-                plan_key: j.key.clone(),
-                verb: "compiled",
-                what: j.name.clone(),
-                target: "host+device".into(),
-                key: j.key.clone(),
-                ext: "o",
-                cost: u64::MAX / 2, // every target in one process: the longest C++ job
-                kind: Counted::Compile,
-                make: Box::new(move |s| j.produce(tk, flags, cache, s)),
-            }));
-            if let Some((ptx, _, _)) = rust {
-                compile.insert(0, ptx);
-            }
-            compile
-        }
-        Stage::Assemble => {
-            let mut assemble: Vec<Task<'a>> = (plan.assembles.iter())
-                .map(|j| Task {
-                    id: format!("ptxas:{}:{}", j.name, j.target.name()),
-                    plan_key: j.key.clone(),
-                    verb: "assembled",
-                    what: j.name.clone(),
-                    target: j.target.name(),
-                    key: j.key.clone(),
-                    ext: "cubin",
-                    cost: bytes(&j.ptx),
-                    kind: Counted::Compile,
-                    make: Box::new(move |s| j.produce(tk, s)),
-                })
-                .collect();
-            assemble.extend(rust.map(|(_, a, _)| a).unwrap_or_default());
-            assemble
-        }
-        Stage::Link => (plan.links.iter())
-            .filter(|j| wanted(&format!("link:{}", j.target.name())))
-            .map(|j| {
-                let key = j.bytes_key(tk)?;
-                // Output an outside executor put at the plan's path (keyed by the inputs' keys,
-                // so by the same inputs): the link is done.
-                let (by_plan, by_bytes) = (cache.path(&j.key, j.ext()), cache.path(&key, j.ext()));
-                if !by_bytes.is_file() && by_plan.is_file() {
-                    crate::cache::alias(&by_plan, &by_bytes)?;
-                }
-                Ok(Task {
-                    id: format!("link:{}", j.target.name()),
-                    plan_key: j.key.clone(),
-                    verb: "linked",
-                    what: "nvlink".into(),
-                    target: j.target.name(),
-                    key,
-                    ext: j.ext(),
-                    cost: 0,
-                    kind: Counted::Link,
-                    make: Box::new(move |s| j.produce(tk, cache, s)),
-                })
-            })
-            .collect::<Result<_, BuildError>>()?,
-        Stage::Merge => rust.map(|(_, _, m)| m).unwrap_or_default(),
+    let tasks = match stage {
+        Stage::Compile => compile_tasks(plan, client),
+        Stage::Assemble => assemble_tasks(plan),
+        Stage::Link => link_tasks(plan, wanted)?,
+        Stage::Merge => merge_tasks(plan),
         Stage::Combine => Vec::new(),
-    }
-    .into_iter()
-    .filter(|t: &Task<'a>| wanted(&t.id))
-    .collect())
+    };
+    Ok(tasks.into_iter().filter(|t| wanted(&t.id)).collect())
 }
 
-fn rust_tasks<'a>(
+/// Expected cost of a compile: the bytes the front end reads (source + headers).
+fn bytes(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The Rust PTX first (the longest job: it may build `core` first), nvcc's compiles, the host
+/// compiles (every target in one process: the longest C++ jobs).
+fn compile_tasks<'a>(plan: &'a BuildPlan, client: &'a jobserver::Client) -> Vec<Task<'a>> {
+    let (tk, cache, flags) = (&plan.toolkit, &plan.cache, &plan.flags);
+    let mut tasks = Vec::new();
+    if let Some(r) = &plan.rust {
+        let make: Make<'a> = Box::new(move |s| r.ptx.produce(&r.rustc, cache, client, s));
+        let what = crate::rust::CRATE_DIR.into();
+        tasks.push(Task::of(
+            &r.ptx,
+            "compiled",
+            what,
+            u64::MAX,
+            Counted::Rust,
+            make,
+        ));
+    }
+    tasks.extend(plan.compiles.iter().map(|j| {
+        let cost = bytes(&j.source) + j.headers.iter().map(|h| bytes(h)).sum::<u64>();
+        let make: Make<'a> = Box::new(move |s| j.produce(tk, flags, cache, s));
+        Task::of(j, "compiled", j.name.clone(), cost, Counted::Compile, make)
+    }));
+    tasks.extend(plan.hosts.iter().map(|j| {
+        let make: Make<'a> = Box::new(move |s| j.produce(tk, flags, cache, s));
+        let mut t = Task::of(
+            j,
+            "compiled",
+            j.name.clone(),
+            u64::MAX / 2,
+            Counted::Compile,
+            make,
+        );
+        t.target = "host+device".into();
+        t
+    }));
+    tasks
+}
+
+/// A `+PTX` entry's SASS assembled from its PTX, and the Rust PTX's object per SASS target.
+fn assemble_tasks(plan: &BuildPlan) -> Vec<Task<'_>> {
+    let tk = &plan.toolkit;
+    let mut tasks: Vec<Task<'_>> = (plan.assembles.iter())
+        .map(|j| {
+            let make: Make<'_> = Box::new(move |s| j.produce(tk, s));
+            Task::of(
+                j,
+                "assembled",
+                j.name.clone(),
+                bytes(&j.ptx),
+                Counted::Compile,
+                make,
+            )
+        })
+        .collect();
+    tasks.extend(plan.rust.iter().flat_map(|r| &r.ptxas).map(|j| {
+        let make: Make<'_> = Box::new(move |s| j.produce(tk, s));
+        Task::of(j, "ptxas", "rust".into(), 0, Counted::Rust, make)
+    }));
+    tasks
+}
+
+/// nvlink per target, run under its inputs' bytes (only the wanted ones are keyed: keying
+/// reads every input).
+fn link_tasks<'a>(
     plan: &'a BuildPlan,
-    r: &'a RustJobs,
-    client: &'a jobserver::Client,
-) -> (Task<'a>, Vec<Task<'a>>, Vec<Task<'a>>) {
+    wanted: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Task<'a>>, BuildError> {
     let (tk, cache) = (&plan.toolkit, &plan.cache);
-    let ptx = Task {
-        id: "rust:ptx".into(),
-        plan_key: r.ptx.key.clone(),
-        verb: "compiled",
-        what: crate::rust::CRATE_DIR.into(),
-        target: crate::rust::PTX_CPU.into(),
-        key: r.ptx.key.clone(),
-        ext: crate::rust::RUST_PTX_EXT,
-        // The longest job (it builds `core` first): started first, beside the nvcc jobs.
-        cost: u64::MAX,
-        kind: Counted::Rust,
-        make: Box::new(move |s| r.ptx.produce(&r.rustc, cache, client, s)),
-    };
-    let ptxas = (r.ptxas.iter())
-        .map(|j| Task {
-            id: format!("ptxas:{}", j.target.name()),
-            plan_key: j.key.clone(),
-            verb: "ptxas",
-            what: "rust".into(),
-            target: j.target.name(),
-            key: j.key.clone(),
-            ext: "rs.o",
-            cost: 0,
-            kind: Counted::Rust,
-            make: Box::new(move |s| j.produce(tk, s)),
+    (plan.links.iter())
+        .filter(|j| wanted(&j.id().to_string()))
+        .map(|j| {
+            let key = j.bytes_key(tk)?;
+            // Output an outside executor put at the plan's path (keyed by the inputs' keys,
+            // so by the same inputs): the link is done.
+            let (by_plan, by_bytes) = (cache.path(&j.key, j.ext()), cache.path(&key, j.ext()));
+            if !by_bytes.is_file() && by_plan.is_file() {
+                crate::cache::alias(&by_plan, &by_bytes)?;
+            }
+            let make: Make<'a> = Box::new(move |s| j.produce(tk, cache, s));
+            let mut t = Task::of(j, "linked", "nvlink".into(), 0, Counted::Link, make);
+            t.key = key;
+            Ok(t)
         })
-        .collect();
-    let merges = (r.merges.iter())
-        .map(|j| Task {
-            id: format!("merge:{}", j.target.name()),
-            plan_key: j.key.clone(),
-            verb: "merged",
-            what: "rust ptx".into(),
-            target: j.target.name(),
-            key: j.key.clone(),
-            ext: "ptx",
-            cost: 0,
-            kind: Counted::Merge,
-            make: Box::new(move |s| j.produce(tk, cache, s)),
+        .collect()
+}
+
+/// The Rust PTX appended to each `+PTX` target's linked PTX.
+fn merge_tasks(plan: &BuildPlan) -> Vec<Task<'_>> {
+    let (tk, cache) = (&plan.toolkit, &plan.cache);
+    (plan.rust.iter().flat_map(|r| &r.merges))
+        .map(|j| {
+            let make: Make<'_> = Box::new(move |s| j.produce(tk, cache, s));
+            Task::of(j, "merged", "rust ptx".into(), 0, Counted::Merge, make)
         })
-        .collect();
-    (ptx, ptxas, merges)
+        .collect()
 }
 
 /// Every failing job's error, not only the first: a syntax error in two files shows both.

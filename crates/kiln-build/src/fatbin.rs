@@ -33,5 +33,5 @@ pub fn combine(
     modules: &[(Target, PathBuf)],
     out: &Path,
 ) -> Result<(), BuildError> {
-    crate::plan::run_tool(&mut command(toolkit, modules, out), "fatbinary")
+    crate::tool::run_tool(&mut command(toolkit, modules, out), "fatbinary")
 }

@@ -141,7 +141,7 @@ fn strip_temp_file_symbols(object_path: &Path) -> Result<(), BuildError> {
         cmd.arg(format!("--strip-symbol={n}"));
     }
     cmd.arg(object_path);
-    crate::plan::run_tool(&mut cmd, "objcopy (host object)")
+    crate::tool::run_tool(&mut cmd, "objcopy (host object)")
 }
 
 fn bad(path: &Path, message: String) -> BuildError {
@@ -200,5 +200,5 @@ pub fn archive(objects: &[PathBuf], out: &Path) -> Result<(), BuildError> {
     let _ = std::fs::remove_file(out);
     let mut cmd = Command::new("ar");
     cmd.arg("crsD").arg(out).args(objects);
-    crate::plan::run_tool(&mut cmd, "ar (static library of host-launched kernels)")
+    crate::tool::run_tool(&mut cmd, "ar (static library of host-launched kernels)")
 }

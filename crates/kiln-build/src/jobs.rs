@@ -159,7 +159,7 @@ impl AssembleJob {
 
     /// Runs ptxas, writing `staging`.
     pub fn produce(&self, toolkit: &Toolkit, staging: &Path) -> Result<(), BuildError> {
-        crate::plan::run_tool(
+        crate::tool::run_tool(
             &mut self.command(toolkit, staging),
             &format!("ptxas ({}) for {}", self.name, self.target),
         )
@@ -398,7 +398,7 @@ impl LinkJob {
         staging: &Path,
     ) -> Result<(), BuildError> {
         let mut cmd = self.command(toolkit, cache, staging)?;
-        crate::plan::run_tool(&mut cmd, &format!("nvlink for {}", self.target)).map_err(|e| {
+        crate::tool::run_tool(&mut cmd, &format!("nvlink for {}", self.target)).map_err(|e| {
             match e {
                 BuildError::Tool { tool, message } if message.contains("Undefined reference") => {
                     BuildError::Tool {

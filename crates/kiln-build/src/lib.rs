@@ -100,6 +100,7 @@ mod error;
 pub mod fatbin;
 pub mod gates;
 pub mod host;
+pub mod job;
 pub mod jobs;
 pub mod nix_matrix;
 pub mod plan;
@@ -108,6 +109,7 @@ pub mod prebuilt;
 pub mod progress;
 pub mod provenance;
 pub mod rust;
+mod tool;
 /// nvcc located and preflighted: [`kiln_toolchain::nvcc`], re-exported.
 pub use kiln_toolchain::nvcc as toolkit;
 

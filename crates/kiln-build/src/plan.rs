@@ -18,36 +18,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::Cache;
 use crate::error::BuildError;
+use crate::job::{Job, JobContext, JobId};
 use crate::jobs::{AssembleJob, CompileJob, CompileMode, CompileSettings, LinkJob};
 use crate::rust::{self, KernelRustc, MergeJob, PtxasJob, RustPtxJob};
 use crate::toolkit::Toolkit;
 
-/// Which step a job belongs to, in run order; the jobs of one stage are independent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    /// nvcc per (source, target), and the Rust crate's one PTX.
-    Compile,
-    /// `ptxas -c` of the Rust PTX per SASS target.
-    Assemble,
-    /// nvlink per target.
-    Link,
-    /// The Rust PTX appended to a `+PTX` target's linked PTX (builtin `ptx-merge`).
-    Merge,
-    /// `fatbinary --image3` of every target's module.
-    Combine,
-}
-
-impl Stage {
-    /// Every stage, in run order.
-    pub const ALL: [Stage; 5] = [
-        Stage::Compile,
-        Stage::Assemble,
-        Stage::Link,
-        Stage::Merge,
-        Stage::Combine,
-    ];
-}
+pub use crate::job::Stage;
 
 /// One job of a [`Plan`], self-contained: what it reads, the exact command, where it writes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -188,69 +164,9 @@ impl BuildPlan {
                     .into(),
             ));
         }
-        let settings = CompileSettings {
-            flags: &i.flags,
-            env: &i.nvcc_env,
-            mode: i.mode,
-            kernels_dir: i.kernels_dir,
-            root: i.root,
-        };
-        // Whole programs: a `+PTX` entry's SASS is assembled from its PTX (one front end).
-        let from_ptx = |t: &Target| {
-            i.mode == CompileMode::Whole
-                && t.kind == TargetKind::Sass
-                && i.targets.contains(&Target::ptx(t.arch))
-        };
-        let mut compiles = Vec::new();
-        let mut assembles = Vec::new();
-        for (source, headers) in &i.sources {
-            let name = source_name(source, i.kernels_dir);
-            for t in i.targets.iter().filter(|t| !from_ptx(t)) {
-                compiles.push(CompileJob::new(
-                    source,
-                    &name,
-                    headers.clone(),
-                    *t,
-                    &settings,
-                    &i.toolkit,
-                )?);
-            }
-            for t in i.targets.iter().filter(|t| from_ptx(t)) {
-                let ptx_job = (compiles.iter().rev())
-                    .find(|j| j.source == *source && j.target == Target::ptx(t.arch))
-                    .expect("the +PTX entry's PTX compile was planned above");
-                assembles.push(AssembleJob::new(*t, ptx_job, &i.cache, &i.toolkit));
-            }
-        }
-        let rust = match i.rust.take() {
-            Some((krate, rustc)) => {
-                let ptx = RustPtxJob::new(krate, &rustc, i.kernels_dir)?;
-                let ptxas = (i.targets.iter())
-                    .filter(|t| t.kind == TargetKind::Sass)
-                    .map(|t| PtxasJob::new(*t, &ptx, &i.cache, &i.toolkit))
-                    .collect();
-                Some(RustJobs {
-                    rustc,
-                    ptx,
-                    ptxas,
-                    merges: Vec::new(),
-                })
-            }
-            None => None,
-        };
-        let mut hosts = Vec::new();
-        for (source, headers) in &i.host_sources {
-            let name = source_name(source, i.kernels_dir);
-            let h = crate::host::HostJob::new(
-                source,
-                &name,
-                headers.clone(),
-                &i.targets,
-                &settings,
-                &i.toolkit,
-            )?;
-            hosts.push(h);
-        }
+        let (compiles, assembles) = plan_compiles(&i)?;
+        let hosts = plan_hosts(&i)?;
+        let rust = plan_rust(&mut i)?;
         let static_lib = (!hosts.is_empty()).then(|| i.static_lib.clone());
         let links = match i.mode {
             CompileMode::Whole => Vec::new(),
@@ -324,33 +240,60 @@ impl BuildPlan {
         dir.join("modules").join(format!("{stem}.fatbin"))
     }
 
+    /// What the jobs' commands need from this build.
+    pub(crate) fn context(&self) -> JobContext<'_> {
+        JobContext {
+            toolkit: &self.toolkit,
+            flags: &self.flags,
+            cache: &self.cache,
+            rustc: self.rust.as_ref().map(|r| &r.rustc),
+        }
+    }
+
+    /// Every job but the combine, in plan order: compiles, assemblies, host compiles, the Rust
+    /// PTX and its ptxas, links, merges.
+    pub(crate) fn jobs(&self) -> Vec<&dyn Job> {
+        let mut jobs: Vec<&dyn Job> = Vec::new();
+        jobs.extend(self.compiles.iter().map(|j| j as &dyn Job));
+        jobs.extend(self.assembles.iter().map(|j| j as &dyn Job));
+        jobs.extend(self.hosts.iter().map(|j| j as &dyn Job));
+        if let Some(r) = &self.rust {
+            jobs.push(&r.ptx);
+            jobs.extend(r.ptxas.iter().map(|j| j as &dyn Job));
+        }
+        jobs.extend(self.links.iter().map(|j| j as &dyn Job));
+        jobs.extend(
+            self.rust
+                .iter()
+                .flat_map(|r| &r.merges)
+                .map(|j| j as &dyn Job),
+        );
+        jobs
+    }
+
     /// The plan as data, every job with its exact command.
     pub fn to_plan(&self) -> Result<Plan, BuildError> {
-        let mut jobs: Vec<PlannedJob> = self.compiles.iter().map(|j| self.compile(j)).collect();
-        jobs.extend(self.assembles.iter().map(|j| self.assemble(j)));
-        jobs.extend(self.hosts.iter().map(|j| self.host(j)));
-        if let Some(r) = &self.rust {
-            jobs.push(self.rust_ptx(r));
-            jobs.extend(r.ptxas.iter().map(|j| self.ptxas(j)));
-        }
-        for l in &self.links {
-            jobs.push(self.link(l)?);
-        }
-        for (r, m) in self
-            .rust
-            .iter()
-            .flat_map(|r| r.merges.iter().map(move |m| (r, m)))
-        {
-            jobs.push(self.merge(r, m));
+        let cx = self.context();
+        let mut jobs = Vec::new();
+        for j in self.jobs() {
+            let output = self.cache.path(j.key(), j.ext());
+            let cmd = j.command(&cx, &output)?;
+            let id = j.id();
+            let merge = matches!(id, JobId::Merge { .. });
+            let mut p = planned(id, j.target_text(), j.inputs(&cx), &cmd, output);
+            if merge {
+                p.builtin = Some("ptx-merge".into());
+            }
+            jobs.push(p);
         }
         match self.mode {
             CompileMode::Whole => {
                 for m in self.source_modules() {
                     let out = self.module_fatbin(&m.stem);
-                    jobs.push(self.combine_job(format!("combine:{}", m.name), m.outputs, out));
+                    jobs.push(self.combine_job(Some(m.name), m.outputs, out));
                 }
             }
-            _ => jobs.push(self.combine_job("combine".into(), self.modules(), self.fatbin.clone())),
+            _ => jobs.push(self.combine_job(None, self.modules(), self.fatbin.clone())),
         }
         Ok(Plan {
             format: 3,
@@ -359,88 +302,15 @@ impl BuildPlan {
         })
     }
 
-    fn compile(&self, j: &CompileJob) -> PlannedJob {
-        let output = self.cache.path(&j.key, j.ext());
-        let cmd = j.command(&self.toolkit, &self.flags, &output);
-        let inputs = std::iter::once(j.source.clone())
-            .chain(j.headers.iter().cloned())
-            .collect();
-        let id = format!("compile:{}:{}", j.name, j.target.name());
-        planned(id, Stage::Compile, j.target.name(), inputs, &cmd, output)
-    }
-
-    /// A host compile; kiln-build also strips the object's `tmpxft_…` file symbol
-    /// ([`crate::host`]), which an outside executor's output keeps (valid, not byte-identical).
-    fn host(&self, j: &crate::host::HostJob) -> PlannedJob {
-        let output = self.cache.path(&j.key, "o");
-        let cmd = j.command(&self.toolkit, &self.flags, &output);
-        let inputs = std::iter::once(j.source.clone())
-            .chain(j.headers.iter().cloned())
-            .collect();
-        let id = format!("host:{}", j.name);
-        planned(id, Stage::Compile, String::new(), inputs, &cmd, output)
-    }
-
-    fn assemble(&self, j: &AssembleJob) -> PlannedJob {
-        let output = self.cache.path(&j.key, "cubin");
-        let cmd = j.command(&self.toolkit, &output);
-        let id = format!("ptxas:{}:{}", j.name, j.target.name());
-        planned(
-            id,
-            Stage::Assemble,
-            j.target.name(),
-            vec![j.ptx.clone()],
-            &cmd,
-            output,
-        )
-    }
-
-    fn rust_ptx(&self, r: &RustJobs) -> PlannedJob {
-        let output = self.cache.path(&r.ptx.key, rust::RUST_PTX_EXT);
-        let cmd = r.ptx.command(&r.rustc, &self.cache, &output);
-        let mut inputs = r.ptx.krate.files.clone();
-        inputs.push(r.ptx.layout_file(&self.cache));
-        let (id, target) = ("rust:ptx".into(), rust::PTX_CPU.into());
-        planned(id, Stage::Compile, target, inputs, &cmd, output)
-    }
-
-    fn ptxas(&self, j: &PtxasJob) -> PlannedJob {
-        let output = self.cache.path(&j.key, "rs.o");
-        let cmd = j.command(&self.toolkit, &output);
-        let id = format!("ptxas:{}", j.target.name());
-        let inputs = vec![j.ptx.clone()];
-        planned(id, Stage::Assemble, j.target.name(), inputs, &cmd, output)
-    }
-
-    fn link(&self, l: &LinkJob) -> Result<PlannedJob, BuildError> {
-        let output = self.cache.path(&l.key, l.ext());
-        let cmd = l.command(&self.toolkit, &self.cache, &output)?;
-        let id = format!("link:{}", l.target.name());
-        let inputs = l.inputs.clone();
-        Ok(planned(
-            id,
-            Stage::Link,
-            l.target.name(),
-            inputs,
-            &cmd,
-            output,
-        ))
-    }
-
-    fn merge(&self, _r: &RustJobs, m: &MergeJob) -> PlannedJob {
-        let output = self.cache.path(&m.key, "ptx");
-        let cmd = m.check_command(&self.toolkit, &self.cache, &output);
-        let id = format!("merge:{}", m.target.name());
-        let inputs = m.inputs.to_vec();
-        let mut p = planned(id, Stage::Merge, m.target.name(), inputs, &cmd, output);
-        p.builtin = Some("ptx-merge".into());
-        p
-    }
-
-    fn combine_job(&self, id: String, modules: Vec<(Target, PathBuf)>, out: PathBuf) -> PlannedJob {
+    fn combine_job(
+        &self,
+        module: Option<String>,
+        modules: Vec<(Target, PathBuf)>,
+        out: PathBuf,
+    ) -> PlannedJob {
         let cmd = crate::fatbin::command(&self.toolkit, &modules, &out);
         let inputs = modules.into_iter().map(|(_, p)| p).collect();
-        planned(id, Stage::Combine, String::new(), inputs, &cmd, out)
+        planned(JobId::Combine { module }, String::new(), inputs, &cmd, out)
     }
 }
 
@@ -463,6 +333,79 @@ fn module_stem(source: &Path, kernels_dir: &Path) -> String {
         .replace(['/', '\\'], "_")
 }
 
+/// What every compile of the build shares.
+fn settings<'a>(i: &'a PlanInputs<'_>) -> CompileSettings<'a> {
+    CompileSettings {
+        flags: &i.flags,
+        env: &i.nvcc_env,
+        mode: i.mode,
+        kernels_dir: i.kernels_dir,
+        root: i.root,
+    }
+}
+
+/// nvcc per (source, target); in a whole-program build a `+PTX` entry's SASS is assembled
+/// from its PTX instead (one front end for both).
+fn plan_compiles(i: &PlanInputs<'_>) -> Result<(Vec<CompileJob>, Vec<AssembleJob>), BuildError> {
+    let settings = settings(i);
+    let from_ptx = |t: &Target| {
+        i.mode == CompileMode::Whole
+            && t.kind == TargetKind::Sass
+            && i.targets.contains(&Target::ptx(t.arch))
+    };
+    let (mut compiles, mut assembles) = (Vec::new(), Vec::new());
+    for (source, headers) in &i.sources {
+        let name = source_name(source, i.kernels_dir);
+        for t in i.targets.iter().filter(|t| !from_ptx(t)) {
+            let job = CompileJob::new(source, &name, headers.clone(), *t, &settings, &i.toolkit)?;
+            compiles.push(job);
+        }
+        for t in i.targets.iter().filter(|t| from_ptx(t)) {
+            let ptx_job = (compiles.iter().rev())
+                .find(|j| j.source == *source && j.target == Target::ptx(t.arch))
+                .expect("the +PTX entry's PTX compile was planned above");
+            assembles.push(AssembleJob::new(*t, ptx_job, &i.cache, &i.toolkit));
+        }
+    }
+    Ok((compiles, assembles))
+}
+
+/// Host-launched sources, each compiled with its host code for every target.
+fn plan_hosts(i: &PlanInputs<'_>) -> Result<Vec<crate::host::HostJob>, BuildError> {
+    let settings = settings(i);
+    (i.host_sources.iter())
+        .map(|(source, headers)| {
+            let name = source_name(source, i.kernels_dir);
+            crate::host::HostJob::new(
+                source,
+                &name,
+                headers.clone(),
+                &i.targets,
+                &settings,
+                &i.toolkit,
+            )
+        })
+        .collect()
+}
+
+/// The Rust crate's PTX and its ptxas per SASS target (the merges follow the links).
+fn plan_rust(i: &mut PlanInputs<'_>) -> Result<Option<RustJobs>, BuildError> {
+    let Some((krate, rustc)) = i.rust.take() else {
+        return Ok(None);
+    };
+    let ptx = RustPtxJob::new(krate, &rustc, i.kernels_dir)?;
+    let ptxas = (i.targets.iter())
+        .filter(|t| t.kind == TargetKind::Sass)
+        .map(|t| PtxasJob::new(*t, &ptx, &i.cache, &i.toolkit))
+        .collect();
+    Ok(Some(RustJobs {
+        rustc,
+        ptx,
+        ptxas,
+        merges: Vec::new(),
+    }))
+}
+
 /// Per target: the C++ objects of that target, then the Rust object for a SASS target.
 fn link_jobs(i: &PlanInputs<'_>, compiles: &[CompileJob], rust: Option<&RustJobs>) -> Vec<LinkJob> {
     let rust_objects = |t: Target| {
@@ -483,8 +426,7 @@ fn link_jobs(i: &PlanInputs<'_>, compiles: &[CompileJob], rust: Option<&RustJobs
 }
 
 fn planned(
-    id: String,
-    stage: Stage,
+    id: JobId,
     target: String,
     inputs: Vec<PathBuf>,
     cmd: &Command,
@@ -500,8 +442,8 @@ fn planned(
         .unwrap_or_default()
         .to_string();
     PlannedJob {
-        id,
-        stage,
+        stage: id.stage(),
+        id: id.to_string(),
         target,
         inputs,
         command: argv(cmd),
@@ -526,22 +468,4 @@ pub(crate) fn argv(cmd: &Command) -> Vec<String> {
         .chain(cmd.get_args())
         .map(|a| a.to_string_lossy().into_owned())
         .collect()
-}
-
-/// Runs a tool to completion; a failure carries its stderr and the command.
-pub(crate) fn run_tool(cmd: &mut Command, what: &str) -> Result<(), BuildError> {
-    let out = cmd.output().map_err(|e| BuildError::Tool {
-        tool: what.to_string(),
-        message: e.to_string(),
-    })?;
-    if !out.status.success() {
-        return Err(BuildError::Tool {
-            tool: what.to_string(),
-            message: format!(
-                "{}\n  command: {cmd:?}",
-                String::from_utf8_lossy(&out.stderr).trim_end()
-            ),
-        });
-    }
-    Ok(())
 }

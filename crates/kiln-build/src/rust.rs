@@ -443,7 +443,7 @@ pub fn merge_ptx_text(cxx: &str, rust: &str) -> String {
     )
 }
 
-use crate::plan::run_tool;
+use crate::tool::run_tool;
 
 #[cfg(test)]
 mod tests {

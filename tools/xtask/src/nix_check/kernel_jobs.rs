@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use kiln_build::job::JobId;
 
 use super::outputs::{NO_IFD, SYSTEMS};
 use super::{nix_error, tools::Tools, Flake};
@@ -61,16 +62,21 @@ pub fn check(tools: &Tools, flake: &Flake) -> Result<String> {
                 e.targets.len()
             );
         }
+        // The ids as kiln-build writes them (kiln_build::job::JobId), every kind the Nix plan has.
+        let mut expected = Vec::new();
         for t in &e.targets {
-            if !e.jobs.contains_key(&format!("link:{t}")) {
-                bail!("{system}: no derivation for link:{t}");
-            }
+            let target = kiln_pins::Target::parse(t).with_context(|| {
+                format!("{system}: the Nix plan's target {t:?} is not a target")
+            })?;
+            expected.push(JobId::Link { target });
+            expected.extend(e.sources.iter().map(|s| JobId::Compile {
+                source: s.clone(),
+                target,
+            }));
         }
-        for s in &e.sources {
-            for t in &e.targets {
-                if !e.jobs.contains_key(&format!("compile:{s}:{t}")) {
-                    bail!("{system}: no derivation for compile:{s}:{t}");
-                }
+        for id in expected.iter().map(JobId::to_string) {
+            if !e.jobs.contains_key(&id) {
+                bail!("{system}: no derivation for {id}");
             }
         }
         let mut distinct: Vec<&String> = e.jobs.values().collect();
