@@ -140,10 +140,11 @@ impl Arch {
             return parse_capability(t).ok();
         }
         let (digits, variant) = split_variant(t);
-        let n: u32 = digits.parse().ok()?;
-        if digits.len() < 2 {
+        // Digits only: `u32::from_str` would also take a sign ("sm_+90").
+        if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
+        let n: u32 = digits.parse().ok()?;
         Some(Arch {
             major: n / 10,
             minor: n % 10,
@@ -563,7 +564,15 @@ mod target_tests {
         );
         assert_eq!(t.label(), "ptx100f");
         assert_eq!(Target::parse("sm_90a").unwrap().label(), "90a");
-        for bad in ["sm_9.0", "90", "sm_", "compute_x", "kind3_90"] {
+        for bad in [
+            "sm_9.0",
+            "90",
+            "sm_",
+            "compute_x",
+            "kind3_90",
+            "sm_+90",
+            "compute_-1",
+        ] {
             assert_eq!(Target::parse(bad), None, "{bad}");
         }
         assert_eq!(
