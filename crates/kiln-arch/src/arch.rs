@@ -140,10 +140,11 @@ impl Arch {
             return parse_capability(t).ok();
         }
         let (digits, variant) = split_variant(t);
-        let n: u32 = digits.parse().ok()?;
-        if digits.len() < 2 {
+        // Digits only: `u32::from_str` would also take a sign ("sm_+90").
+        if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
+        let n: u32 = digits.parse().ok()?;
         Some(Arch {
             major: n / 10,
             minor: n % 10,
@@ -166,7 +167,7 @@ impl FromStr for Arch {
     fn from_str(s: &str) -> Result<Arch, ArchError> {
         parse_capability(s).map_err(|reason| ArchError::BadEntry {
             entry: s.to_string(),
-            reason,
+            reason: reason.to_string(),
         })
     }
 }
@@ -330,7 +331,7 @@ impl FromStr for MatrixEntry {
                 )))
             }
         };
-        let arch = parse_capability(cap).map_err(bad)?;
+        let arch = parse_capability(cap).map_err(|e| bad(e.to_string()))?;
         Ok(MatrixEntry { arch, ptx })
     }
 }
@@ -434,35 +435,73 @@ fn split_variant(t: &str) -> (&str, Variant) {
     }
 }
 
-fn parse_capability(cap: &str) -> Result<Arch, String> {
-    let (digits, variant) = split_variant(cap);
-    let (major, minor) = digits.split_once('.').ok_or_else(|| {
-        format!("expected MAJOR.MINOR[a|f][+PTX], e.g. \"9.0\" or \"12.0+PTX\", got {cap:?}")
-    })?;
-    let num = |s: &str| -> Result<u32, String> {
-        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!("{s:?} is not a number"));
+/// Why a capability ("9.0a") does not parse: the `reason` of [`ArchError::BadEntry`].
+#[derive(Debug)]
+enum CapabilityError {
+    /// No `MAJOR.MINOR`.
+    Shape(String),
+    /// A part that is not a number.
+    NotANumber(String),
+    /// A number too large.
+    Number(std::num::ParseIntError),
+    /// Not in [`KNOWN_CAPABILITIES`].
+    Unknown(u32, u32),
+    /// An `a` variant before 9.0.
+    ArchSpecificTooOld(u32, u32),
+    /// An `f` variant before 10.0.
+    FamilyTooOld(u32, u32),
+}
+
+impl fmt::Display for CapabilityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CapabilityError::Shape(cap) => write!(
+                f,
+                "expected MAJOR.MINOR[a|f][+PTX], e.g. \"9.0\" or \"12.0+PTX\", got {cap:?}"
+            ),
+            CapabilityError::NotANumber(s) => write!(f, "{s:?} is not a number"),
+            CapabilityError::Number(e) => e.fmt(f),
+            CapabilityError::Unknown(major, minor) => {
+                let known: Vec<String> = KNOWN_CAPABILITIES
+                    .iter()
+                    .map(|(a, b)| format!("{a}.{b}"))
+                    .collect();
+                write!(
+                    f,
+                    "{major}.{minor} is not a compute capability (known: {})",
+                    known.join(", ")
+                )
+            }
+            CapabilityError::ArchSpecificTooOld(major, minor) => {
+                write!(f, "{major}.{minor}a: `a` variants exist from 9.0 on")
+            }
+            CapabilityError::FamilyTooOld(major, minor) => {
+                write!(f, "{major}.{minor}f: `f` variants exist from 10.0 on")
+            }
         }
-        s.parse::<u32>().map_err(|e| e.to_string())
+    }
+}
+
+fn parse_capability(cap: &str) -> Result<Arch, CapabilityError> {
+    let (digits, variant) = split_variant(cap);
+    let (major, minor) = digits
+        .split_once('.')
+        .ok_or_else(|| CapabilityError::Shape(cap.to_string()))?;
+    let num = |s: &str| {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(CapabilityError::NotANumber(s.to_string()));
+        }
+        s.parse::<u32>().map_err(CapabilityError::Number)
     };
     let (major, minor) = (num(major)?, num(minor)?);
     if !KNOWN_CAPABILITIES.contains(&(major, minor)) {
-        let known: Vec<String> = KNOWN_CAPABILITIES
-            .iter()
-            .map(|(a, b)| format!("{a}.{b}"))
-            .collect();
-        return Err(format!(
-            "{major}.{minor} is not a compute capability (known: {})",
-            known.join(", ")
-        ));
+        return Err(CapabilityError::Unknown(major, minor));
     }
     match variant {
         Variant::ArchSpecific if major < 9 => {
-            return Err(format!("{major}.{minor}a: `a` variants exist from 9.0 on"))
+            return Err(CapabilityError::ArchSpecificTooOld(major, minor))
         }
-        Variant::Family if major < 10 => {
-            return Err(format!("{major}.{minor}f: `f` variants exist from 10.0 on"))
-        }
+        Variant::Family if major < 10 => return Err(CapabilityError::FamilyTooOld(major, minor)),
         _ => {}
     }
     Ok(Arch {
@@ -563,7 +602,15 @@ mod target_tests {
         );
         assert_eq!(t.label(), "ptx100f");
         assert_eq!(Target::parse("sm_90a").unwrap().label(), "90a");
-        for bad in ["sm_9.0", "90", "sm_", "compute_x", "kind3_90"] {
+        for bad in [
+            "sm_9.0",
+            "90",
+            "sm_",
+            "compute_x",
+            "kind3_90",
+            "sm_+90",
+            "compute_-1",
+        ] {
             assert_eq!(Target::parse(bad), None, "{bad}");
         }
         assert_eq!(

@@ -17,22 +17,22 @@ pub fn manifest(binary: &Binary) -> Option<&Manifest> {
     binary.elf.as_ref()?.build_manifest.as_ref()
 }
 
-/// The target names `kernel`'s gate lists; None: not gated (it exists for every target).
-pub fn of<'m>(m: &'m Manifest, kernel: &str) -> Option<&'m [String]> {
+/// The targets `kernel`'s gate lists; None: not gated (it exists for every target).
+pub fn of<'m>(m: &'m Manifest, kernel: &str) -> Option<&'m [Target]> {
     m.gates.get(kernel).map(Vec::as_slice)
 }
 
-/// A gate's targets, typed. A name that is no target reaches no GPU: it widens nothing.
-pub fn targets(names: &[String]) -> impl Iterator<Item = Target> + '_ {
-    names.iter().filter_map(|n| Target::parse(n))
+/// A gate's targets (typed by the manifest: a name that is no target does not read).
+pub fn targets(names: &[Target]) -> impl Iterator<Item = Target> + '_ {
+    names.iter().copied()
 }
 
 /// "gated: exists for sm_89, sm_90, compute_90 (declared)".
-pub fn note(names: &[String]) -> String {
+pub fn note(names: &[Target]) -> String {
     let shown: Vec<String> = names
         .iter()
         .take(TARGETS_LISTED)
-        .map(|n| crate::reach::listed(n))
+        .map(Target::name)
         .collect();
     let more = match names.len().saturating_sub(TARGETS_LISTED) {
         0 => String::new(),
@@ -61,15 +61,16 @@ mod tests {
 
     #[test]
     fn notes_name_the_declared_targets_and_stay_bounded() {
-        let names: Vec<String> = ["sm_89", "sm_90", "compute_90"].map(String::from).into();
+        let names = ["sm_89", "sm_90", "compute_90"].map(|n| Target::parse(n).unwrap());
         assert_eq!(
             note(&names),
             "gated: exists for sm_89, sm_90, compute_90 (declared)"
         );
-        let many: Vec<String> = (0..40).map(|i| format!("sm_{i}")).collect();
-        assert!(note(&many).ends_with("sm_31 … (8 more) (declared)"));
+        let many: Vec<Target> = (10..50)
+            .map(|i| Target::parse(&format!("sm_{i}")).unwrap())
+            .collect();
+        assert!(note(&many).ends_with("sm_41 … (8 more) (declared)"));
         assert_eq!(note(&[]), "gated: exists for no target (declared)");
-        let typed: Vec<Target> = targets(&["sm_89".into(), "sm89".into()]).collect();
-        assert_eq!(typed, [Target::parse("sm_89").unwrap()]);
+        assert_eq!(targets(&names).collect::<Vec<_>>(), names);
     }
 }

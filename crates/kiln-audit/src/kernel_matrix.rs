@@ -85,7 +85,7 @@ pub fn of(binary: &Binary) -> Option<Coverage> {
             present[column[i]] = true;
         }
         // Kernels of one target set under different gates (or none) get a row each.
-        let mut by_gate: BTreeMap<Option<&[String]>, Vec<String>> = BTreeMap::new();
+        let mut by_gate: BTreeMap<Option<&[crate::facts::Target]>, Vec<String>> = BTreeMap::new();
         for k in kernels {
             let gate = manifest.and_then(|m| crate::gates::of(m, k));
             by_gate.entry(gate).or_default().push(k.to_string());

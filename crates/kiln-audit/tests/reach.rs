@@ -890,7 +890,12 @@ fn with_kiln_manifest(
         .collect();
     m.gates = gates
         .iter()
-        .map(|(k, ts)| (k.to_string(), ts.iter().map(|t| t.to_string()).collect()))
+        .map(|(k, ts)| {
+            (
+                k.to_string(),
+                ts.iter().map(|t| t.parse().unwrap()).collect(),
+            )
+        })
         .collect();
     let json = out.with_extension("json");
     std::fs::write(&json, m.to_json()).unwrap();

@@ -42,7 +42,7 @@ pub fn apply(
             let admitted = gate.admits(t.target.arch);
             let present = t.kernels.iter().any(|k| k == kernel);
             match (admitted, present) {
-                (true, true) => exists_for.push(t.target.name()),
+                (true, true) => exists_for.push(t.target),
                 (true, false) => problems.push(format!(
                     "{kernel} missing for {}, although its gate ({declared_by:?} = {gate}) says it exists there",
                     t.target
@@ -103,7 +103,8 @@ mod tests {
             ("compute_90", &["add", "fp8_scale"]),
         ]);
         apply(&mut m, &gate("8.9"), &by_source).unwrap();
-        assert_eq!(m.gates["fp8_scale"], ["sm_89", "compute_90"]);
+        let names: Vec<String> = m.gates["fp8_scale"].iter().map(Target::name).collect();
+        assert_eq!(names, ["sm_89", "compute_90"]);
         assert!(m.gaps().is_empty());
         // The same bytes with the gate at 9.0: sm_89 holds a kernel the gate denies.
         let mut m2 = manifest(&[("sm_89", &["add", "fp8_scale"])]);

@@ -118,7 +118,8 @@ fn the_fixture_builds_per_source_modules_for_every_target_and_audits_clean() {
     let out = build(&root, &tmp.path().join("out"), &[]).unwrap();
     let m = &out.manifest;
     // Gated: the fp8 kernels exist from sm_89 on, declared and recorded.
-    assert_eq!(m.gates["cast_f32_fp8"], ["sm_89", "sm_90", "compute_90"]);
+    let gated: Vec<String> = m.gates["cast_f32_fp8"].iter().map(|t| t.name()).collect();
+    assert_eq!(gated, ["sm_89", "sm_90", "compute_90"]);
     assert!(!kernels_of(&out, "sm_80").contains(&"cast_f32_fp8"));
     for t in ["sm_89", "sm_90", "compute_90"] {
         assert!(kernels_of(&out, t).contains(&"cast_fp8_f32"), "{t}");
@@ -299,10 +300,11 @@ fn one_module_joins_files_with_the_same_helpers_and_compiles_ptx_device_only() {
             "{t}: {k:?}"
         );
     }
-    assert_eq!(
-        out.manifest.gates["cast_fp8_f32"],
-        ["sm_89", "sm_90", "compute_90"]
-    );
+    let gated: Vec<String> = out.manifest.gates["cast_fp8_f32"]
+        .iter()
+        .map(|t| t.name())
+        .collect();
+    assert_eq!(gated, ["sm_89", "sm_90", "compute_90"]);
 }
 
 #[test]

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::driver::{cuda_version_text, Driver, NotLoaded};
 use crate::env::Env;
+use crate::run_error::RunError;
 
 /// One installed distribution, from its `*.dist-info` (importlib.metadata).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -94,13 +95,13 @@ pub struct Inventory {
 
 impl Inventory {
     pub(crate) fn gather(
-        python: Result<Python, String>,
+        python: Result<Python, RunError>,
         driver: &Result<Driver, NotLoaded>,
         nvcc: Option<String>,
     ) -> Inventory {
         let (python, python_error) = match python {
             Ok(p) => (Some(p), None),
-            Err(e) => (None, Some(e)),
+            Err(e) => (None, Some(e.to_string())),
         };
         let (driver_info, driver_error, gpus) = match driver {
             Ok(d) => (
@@ -227,25 +228,22 @@ print(json.dumps(out))
 "#;
 
 /// The Python to inventory: `--python`, else `python3` on PATH.
-pub fn python(env: &Env, program: Option<&Path>) -> Result<Python, String> {
+pub(crate) fn python(env: &Env, program: Option<&Path>) -> Result<Python, RunError> {
     let program = match program {
         Some(p) => p.to_path_buf(),
-        None => env
-            .which("python3")
-            .ok_or("no python3 on PATH (Python packages not inventoried)")?,
+        None => env.which("python3").ok_or(RunError::NoPython)?,
     };
     let out = env
         .command(&program)
         .args(["-c", PY_INVENTORY])
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        .map_err(RunError::spawn_path(&program))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        return Err(format!(
-            "{} failed: {}",
-            program.display(),
-            err.lines().last().unwrap_or("").trim()
-        ));
+        return Err(RunError::Failed {
+            command: program.display().to_string(),
+            detail: err.lines().last().unwrap_or("").trim().to_string(),
+        });
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
@@ -253,12 +251,10 @@ pub fn python(env: &Env, program: Option<&Path>) -> Result<Python, String> {
         .rev()
         .find(|l| l.starts_with('{'))
         .unwrap_or("");
-    serde_json::from_str(line).map_err(|e| {
-        format!(
-            "{} printed no inventory ({e}): {}",
-            program.display(),
-            line.chars().take(200).collect::<String>()
-        )
+    serde_json::from_str(line).map_err(|source| RunError::NoInventory {
+        program: program.display().to_string(),
+        source,
+        line: line.chars().take(200).collect(),
     })
 }
 

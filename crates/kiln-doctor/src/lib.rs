@@ -85,6 +85,7 @@ mod inventory;
 mod link;
 mod probe;
 mod report;
+mod run_error;
 mod toolchain_checks;
 mod traps;
 

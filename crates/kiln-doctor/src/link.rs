@@ -172,7 +172,7 @@ pub fn check(env: &Env, cuda_home: Option<&Path>, driver_loaded: bool) -> Check 
     cmd.args(["-lcuda", "-Wl,--no-undefined", "-Wl,--trace"]);
     let (ok, text) = match capture(&mut cmd) {
         Ok(r) => r,
-        Err(e) => return Check::fail(ID, Scope::Build, e),
+        Err(e) => return Check::fail(ID, Scope::Build, e.to_string()),
     };
     if !ok {
         if text.contains("cannot find -lcuda") {
@@ -227,7 +227,7 @@ pub fn check(env: &Env, cuda_home: Option<&Path>, driver_loaded: bool) -> Check 
     cmd.arg(format!("-Wl,-rpath-link,{}", picked_dir.display()));
     let (ok, text) = match capture(&mut cmd) {
         Ok(r) => r,
-        Err(e) => return Check::fail(ID, Scope::Build, e),
+        Err(e) => return Check::fail(ID, Scope::Build, e.to_string()),
     };
     if !ok {
         let undefined = undefined_symbols(&text);

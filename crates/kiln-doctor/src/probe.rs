@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::env::Env;
+use crate::run_error::RunError;
 
 /// The command that runs [`child_main`]: the doctor appends the probe's own arguments.
 #[derive(Debug, Clone)]
@@ -101,7 +102,8 @@ fn probe_libclang() -> LibclangProbe {
     out.version = Some(full);
     // The header bindgen needs most often from the resource dir; BINDGEN_EXTRA_CLANG_ARGS from
     // the environment applies, as in the real build (bindgen's own parse, without bindgen).
-    out.stddef_error = parse_stddef_header().err();
+    let diagnostics = stddef_header_errors();
+    out.stddef_error = (!diagnostics.is_empty()).then(|| diagnostics.join("\n"));
     out
 }
 
@@ -125,8 +127,8 @@ unsafe fn take_string(s: clang_sys::CXString) -> String {
 }
 
 /// Parses `#include <stddef.h>` as bindgen would (C, the extra args from the environment);
-/// Err carries clang's error diagnostics.
-fn parse_stddef_header() -> Result<(), String> {
+/// returns clang's error diagnostics (none: it parsed).
+fn stddef_header_errors() -> Vec<String> {
     use std::ffi::CString;
     const NAME: &str = "kiln_doctor_probe.h";
     const TEXT: &str = "#include <stddef.h>\ntypedef size_t kiln_doctor_size;\n";
@@ -169,11 +171,7 @@ fn parse_stddef_header() -> Result<(), String> {
             clang_sys::clang_disposeTranslationUnit(tu);
         }
         clang_sys::clang_disposeIndex(index);
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("\n"))
-        }
+        errors
     }
 }
 
@@ -182,23 +180,28 @@ pub(crate) fn run<T: for<'de> Deserialize<'de>>(
     probe: &ProbeCommand,
     env: &Env,
     extra: &[&std::ffi::OsStr],
-) -> Result<T, String> {
+) -> Result<T, RunError> {
     let out = env
         .command(&probe.program)
         .args(&probe.args)
         .args(extra)
         .output()
-        .map_err(|e| format!("cannot run the probe {}: {e}", probe.program.display()))?;
+        .map_err(|source| RunError::ProbeSpawn {
+            program: probe.program.clone(),
+            source,
+        })?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().rev().find(|l| l.starts_with('{'));
     match line {
         Some(l) if out.status.success() => {
-            serde_json::from_str(l).map_err(|e| format!("unreadable probe output {l:?}: {e}"))
+            serde_json::from_str(l).map_err(|source| RunError::ProbeOutput {
+                line: l.to_string(),
+                source,
+            })
         }
-        _ => Err(format!(
-            "the probe exited with {} without a result: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
+        _ => Err(RunError::ProbeExit {
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        }),
     }
 }

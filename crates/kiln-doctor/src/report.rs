@@ -303,7 +303,7 @@ mod tests {
             None,
             checks,
             Inventory::gather(
-                Err("none".into()),
+                Err(crate::run_error::RunError::NoPython),
                 &Err(crate::driver::NotLoaded { reason: "x".into() }),
                 None,
             ),

@@ -12,33 +12,29 @@ use kiln_toolchain::{kernel_rustc, needs, Route, ToolchainError};
 use crate::env::Env;
 use crate::probe::{self, LibclangProbe, ProbeCommand};
 use crate::report::{Check, Scope};
+use crate::run_error::RunError;
 
 /// Runs `program args` and returns stdout+stderr, or why it could not run.
-pub(crate) fn capture(cmd: &mut Command) -> Result<(bool, String), String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+pub(crate) fn capture(cmd: &mut Command) -> Result<(bool, String), RunError> {
+    let out = cmd.output().map_err(RunError::spawn(cmd.get_program()))?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     Ok((out.status.success(), text))
 }
 
 /// `nvcc --version` of the nvcc at `path`.
-pub(crate) fn nvcc_version(env: &Env, path: &Path) -> Result<String, String> {
+pub(crate) fn nvcc_version(env: &Env, path: &Path) -> Result<String, RunError> {
     let (ok, text) = capture(env.command(path).arg("--version"))?;
+    let command = format!("`{} --version`", path.display());
     if !ok {
-        return Err(format!(
-            "`{} --version` failed: {}",
-            path.display(),
-            text.trim()
-        ));
+        return Err(RunError::Failed {
+            command,
+            detail: text.trim().to_string(),
+        });
     }
-    toolkit::parse_nvcc_version(&text).ok_or_else(|| {
-        format!(
-            "`{} --version` printed no version: {:?}",
-            path.display(),
-            text.trim()
-        )
+    toolkit::parse_nvcc_version(&text).ok_or_else(|| RunError::NoVersion {
+        command,
+        output: text.trim().to_string(),
     })
 }
 
@@ -69,9 +65,12 @@ pub fn nvcc_checks(env: &Env, pins: &Pins, route: Route) -> Vec<Check> {
     let version = match nvcc_version(env, &nvcc) {
         Ok(v) => v,
         Err(e) => {
-            return skipped(vec![
-                Check::fail("toolchain.nvcc", Scope::Build, e).with_fix(route.install_fix())
-            ])
+            return skipped(vec![Check::fail(
+                "toolchain.nvcc",
+                Scope::Build,
+                e.to_string(),
+            )
+            .with_fix(route.install_fix())])
         }
     };
     // The same rule and words as kiln-build's preflight: the project's `cuda` range, else the pin.
@@ -189,7 +188,7 @@ fn host_compiler(env: &Env, pins: &Pins, nvcc: &Path) -> Check {
         Ok((true, _)) => Check::ok(ID, Scope::Build, format!("nvcc accepts {named}: a kernel with host code compiles for {arch}")),
         Ok((false, text)) => Check::fail(ID, Scope::Build, format!("nvcc rejects {named}: {}", last_lines(&text, 6)))
             .with_fix("install a host compiler this nvcc supports and select it with NVCC_CCBIN=/path/to/g++ (or -ccbin)"),
-        Err(e) => Check::fail(ID, Scope::Build, e),
+        Err(e) => Check::fail(ID, Scope::Build, e.to_string()),
     }
 }
 
@@ -274,7 +273,7 @@ pub fn libclang(
         .clone()
         .map(|r| format!("resource dir {r}"))
         .unwrap_or_else(|| "libclang's built-in resource dir".into());
-    let result: Result<LibclangProbe, String> =
+    let result: Result<LibclangProbe, RunError> =
         probe::run(probe, &child_env, &["libclang".as_ref()]);
     let p = match result {
         Ok(p) => p,
@@ -400,7 +399,7 @@ pub fn rustc(env: &Env, pins: &Pins) -> Check {
                 format!("`{} -vV` failed: {}", program.display(), last_lines(&t, 3)),
             )
         }
-        Err(e) => return Check::fail(ID, Scope::Build, e),
+        Err(e) => return Check::fail(ID, Scope::Build, e.to_string()),
     };
     let field = |k: &str| {
         text.lines()
@@ -533,7 +532,7 @@ pub fn maturin(env: &Env, pins: &Pins, route: Route) -> Check {
                 last_lines(&text, 3)
             ),
         ),
-        Err(e) => Check::fail(ID, Scope::Build, e),
+        Err(e) => Check::fail(ID, Scope::Build, e.to_string()),
     }
 }
 

@@ -13,20 +13,11 @@ pub struct PtxInfo {
     pub kernels: Vec<String>,
 }
 
-/// `sm_90a` -> (90, ArchSpecific); None for anything that is not `sm_<number>[a|f]`.
+/// `sm_90a` -> (90, ArchSpecific): a SASS target name read with kiln-arch's one grammar
+/// ([`kiln_arch::Target::parse`]); None for anything else (`compute_90`, `sm_9x`).
 pub fn target_arch(target: &str) -> Option<(u32, kiln_arch::Variant)> {
-    let rest = target.strip_prefix("sm_")?;
-    let (digits, variant) = match rest.strip_suffix('a') {
-        Some(d) => (d, kiln_arch::Variant::ArchSpecific),
-        None => match rest.strip_suffix('f') {
-            Some(d) => (d, kiln_arch::Variant::Family),
-            None => (rest, kiln_arch::Variant::Plain),
-        },
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 4 {
-        return None;
-    }
-    Some((digits.parse().ok()?, variant))
+    let t = kiln_arch::Target::parse(target)?;
+    (t.kind == kiln_arch::TargetKind::Sass).then(|| (t.arch.number(), t.arch.variant))
 }
 
 /// Reads `.version`, `.target` and the `.entry` names.
@@ -107,6 +98,9 @@ mod tests {
         assert_eq!(target_arch("compute_90"), None);
         assert_eq!(target_arch("sm_"), None);
         assert_eq!(target_arch("sm_9x"), None);
+        assert_eq!(target_arch("sm_+90"), None);
+        assert_eq!(target_arch("sm_9.0"), None);
+        assert_eq!(target_arch("90"), None);
     }
 
     #[test]

@@ -113,8 +113,9 @@ pub struct Manifest {
     /// Declared arch gates: each gated kernel and the targets (names, "sm_89") it exists for.
     /// A kernel not listed exists for every target; a gated kernel missing elsewhere is not a
     /// hole. kiln-build checked the declaration against the built bytes.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub gates: BTreeMap<String, Vec<String>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "gate_map")]
+    #[schemars(with = "BTreeMap<String, Vec<String>>")]
+    pub gates: BTreeMap<String, Vec<Target>>,
     /// Per-source modules (`modules = "per-source"`); empty for one module per target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modules: Vec<Module>,
@@ -146,7 +147,7 @@ impl Manifest {
     /// targets it exists for.
     pub fn expects(&self, kernel: &str, target: &Target) -> bool {
         match self.gates.get(kernel) {
-            Some(targets) => targets.iter().any(|t| *t == target.name()),
+            Some(targets) => targets.contains(target),
             None => true,
         }
     }
@@ -254,6 +255,42 @@ pub mod text_list {
     }
 }
 
+/// The manifest's `gates`: kernel name -> its targets, in JSON an object of arrays of target
+/// names ("sm_89", "compute_90"), each read back with [`Target`]'s grammar. A name that is no
+/// target is an error naming the kernel, never dropped.
+mod gate_map {
+    use std::collections::BTreeMap;
+
+    use kiln_arch::Target;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        gates: &BTreeMap<String, Vec<Target>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_map(gates.iter().map(|(kernel, targets)| {
+            let names: Vec<String> = targets.iter().map(Target::name).collect();
+            (kernel, names)
+        }))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, Vec<Target>>, D::Error> {
+        BTreeMap::<String, Vec<String>>::deserialize(d)?
+            .into_iter()
+            .map(|(kernel, names)| {
+                let targets = names
+                    .iter()
+                    .map(|name| name.parse::<Target>())
+                    .collect::<Result<Vec<Target>, _>>()
+                    .map_err(|e| serde::de::Error::custom(format!("gates.{kernel}: {e}")))?;
+                Ok((kernel, targets))
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,5 +345,116 @@ mod tests {
         assert!(e.contains("9.1 is not a compute capability"), "{e}");
         let bad = json.replace("\"ptx\"", "\"PTX\"");
         assert!(Manifest::from_json(&bad).is_err());
+    }
+
+    /// A manifest as kiln-build wrote it before gates were typed (names in JSON, the same
+    /// spelling it writes now): it reads, its gates are targets, and it writes back byte for byte.
+    const OLD_MANIFEST_WITH_GATES: &str = r#"{
+  "schema": 1,
+  "matrix": [
+    "8.0",
+    "8.9",
+    "9.0+PTX"
+  ],
+  "min_driver": 580,
+  "toolchain": {
+    "nvcc": "13.0.88",
+    "cuda": "13.0.2",
+    "clang_major": 21,
+    "libclang": "21.1.8.2",
+    "rust_nightly": "2026-08-20",
+    "maturin": "1.14.1",
+    "cudnn": "9.22.0.52",
+    "nccl": "2.30.7"
+  },
+  "flags": [],
+  "sources": [
+    "add.cu",
+    "fp8.cu"
+  ],
+  "targets": [
+    {
+      "target": "sm_80",
+      "kind": "sass",
+      "kernels": [
+        "add"
+      ]
+    },
+    {
+      "target": "sm_89",
+      "kind": "sass",
+      "kernels": [
+        "add",
+        "fp8_scale"
+      ]
+    },
+    {
+      "target": "sm_90",
+      "kind": "sass",
+      "kernels": [
+        "add",
+        "fp8_scale"
+      ]
+    },
+    {
+      "target": "compute_90",
+      "kind": "ptx",
+      "ptx_isa": "9.0",
+      "kernels": [
+        "add",
+        "fp8_scale"
+      ]
+    }
+  ],
+  "provenance": {
+    "commit": "unknown",
+    "dirty": false,
+    "rustc": "",
+    "clang": ""
+  },
+  "gates": {
+    "fp8_scale": [
+      "sm_89",
+      "sm_90",
+      "compute_90"
+    ]
+  }
+}"#;
+
+    #[test]
+    fn an_old_manifest_reads_its_gates_as_targets() {
+        let m = Manifest::from_json(OLD_MANIFEST_WITH_GATES).unwrap();
+        let t = |name: &str| Target::parse(name).unwrap();
+        assert_eq!(
+            m.gates["fp8_scale"],
+            [t("sm_89"), t("sm_90"), t("compute_90")]
+        );
+        assert!(!m.expects("fp8_scale", &t("sm_80")));
+        assert!(m.expects("fp8_scale", &t("compute_90")));
+        assert!(m.expects("add", &t("sm_80")));
+        assert!(m.gaps().is_empty());
+        assert_eq!(m.to_json(), OLD_MANIFEST_WITH_GATES);
+        // No gates: the key stays absent, as before.
+        let mut none = m.clone();
+        none.gates.clear();
+        assert!(!none.to_json().contains("gates"));
+    }
+
+    #[test]
+    fn an_unknown_gate_target_is_an_error_naming_the_kernel() {
+        for bad in ["sm89", "gfx90a", "sm_9.0", "", "SM_90"] {
+            let json =
+                OLD_MANIFEST_WITH_GATES.replace("[\n      \"sm_89\"", &format!("[\n      {bad:?}"));
+            assert_ne!(json, OLD_MANIFEST_WITH_GATES);
+            let e = Manifest::from_json(&json).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "gates.fp8_scale: {bad:?} is not a target (sm_NN[a|f] or compute_NN[a|f])"
+                )),
+                "{bad}: {e}"
+            );
+        }
+        let json = OLD_MANIFEST_WITH_GATES.replace("[\n      \"sm_89\"", "[\n      89");
+        assert!(Manifest::from_json(&json).is_err());
     }
 }

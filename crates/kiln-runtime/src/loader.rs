@@ -37,15 +37,38 @@ pub mod sonames {
 
 static DRIVER: OnceLock<std::result::Result<Library, Error>> = OnceLock::new();
 
-fn open_global(soname: &str) -> std::result::Result<Library, String> {
+fn open_global(soname: &str) -> std::result::Result<Library, libloading::Error> {
     // SAFETY: loading a library runs its initialisers; these are NVIDIA's own libraries.
-    unsafe { Library::open(Some(soname), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| {
-        // libloading's Display is only "dlopen failed"; dlerror's text is its source.
-        match std::error::Error::source(&e) {
-            Some(s) => s.to_string(),
-            None => e.to_string(),
-        }
-    })
+    unsafe { Library::open(Some(soname), RTLD_NOW | RTLD_GLOBAL) }
+}
+
+/// Why dlopen failed: libloading's Display is only "dlopen failed"; dlerror's text is its source.
+fn dlopen_reason(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(s) => s.to_string(),
+        None => e.to_string(),
+    }
+}
+
+/// Why cudarc's copy of the driver is not the library kiln loaded.
+#[derive(Debug, thiserror::Error)]
+enum NotTheSameDriver {
+    /// cudarc's loader panicked (its way of saying "not found").
+    #[error("{0}")]
+    CudarcPanicked(String),
+    /// cudarc resolved the symbol elsewhere: an unversioned library shadows the versioned one.
+    #[error(
+        "cudarc resolved {symbol} in a different library than the versioned one — an \
+         unversioned library of the same name on the library path (LD_LIBRARY_PATH={library_path}) shadows it; \
+         remove that directory from the path"
+    )]
+    Shadowed {
+        symbol: String,
+        library_path: String,
+    },
+    /// The symbol is not in the loaded library (or cudarc's).
+    #[error("{0} is missing from the loaded library")]
+    Missing(String),
 }
 
 fn library_path() -> String {
@@ -69,8 +92,9 @@ fn same_as_cudarc(
     ours: &Library,
     symbol: &str,
     cudarc_lib: impl FnOnce() -> &'static libloading::Library,
-) -> std::result::Result<(), String> {
-    let theirs = catch_unwind(AssertUnwindSafe(cudarc_lib)).map_err(|p| panic_text(&p))?;
+) -> std::result::Result<(), NotTheSameDriver> {
+    let theirs = catch_unwind(AssertUnwindSafe(cudarc_lib))
+        .map_err(|p| NotTheSameDriver::CudarcPanicked(panic_text(&p)))?;
     let name = format!("{symbol}\0");
     // SAFETY: only the address is read.
     let theirs = unsafe {
@@ -81,13 +105,11 @@ fn same_as_cudarc(
     };
     match (symbol_address(ours, symbol), theirs) {
         (Some(a), Some(b)) if a == b => Ok(()),
-        (Some(_), Some(_)) => Err(format!(
-            "cudarc resolved {symbol} in a different library than the versioned one — an \
-             unversioned library of the same name on the library path (LD_LIBRARY_PATH={}) shadows it; \
-             remove that directory from the path",
-            library_path()
-        )),
-        _ => Err(format!("{symbol} is missing from the loaded library")),
+        (Some(_), Some(_)) => Err(NotTheSameDriver::Shadowed {
+            symbol: symbol.to_string(),
+            library_path: library_path(),
+        }),
+        _ => Err(NotTheSameDriver::Missing(symbol.to_string())),
     }
 }
 
@@ -103,6 +125,7 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 pub fn driver() -> Result<()> {
     let r = DRIVER.get_or_init(|| {
         let lib = open_global(sonames::DRIVER_SONAME).map_err(|e| {
+            let e = dlopen_reason(&e);
             Error::NoDriver(format!(
                 "could not be loaded ({e}). Install the NVIDIA driver, or add the directory that holds \
                  libcuda.so.1 to LD_LIBRARY_PATH (now {})",
@@ -234,11 +257,11 @@ impl<A: Send + Sync> Api<A> {
         let r = self.cell.get_or_init(|| {
             let spec = &self.spec;
             let already_loaded = is_loaded(spec.soname);
-            let lib = open_global(spec.soname).map_err(|reason| Error::MissingLibrary {
+            let lib = open_global(spec.soname).map_err(|e| Error::MissingLibrary {
                 soname: spec.soname.to_string(),
                 purpose: format!("{} needs {}", spec.feature, spec.name),
                 wheel: spec.wheel.to_string(),
-                reason,
+                reason: dlopen_reason(&e),
             })?;
             let api = (self.resolve)(&Symbols { lib: &lib, spec })?;
             let (v, addr) = (self.version)(&api)?;

@@ -53,7 +53,43 @@ pub struct Installed {
     pub seconds: f64,
 }
 
-type Verify = fn(&Layout, &Pins) -> Result<String, String>;
+type Verify = fn(&Layout, &Pins) -> Result<String, CheckError>;
+
+/// Why a command failed or an installed component is not the pinned one: the message a
+/// [`ToolchainError::Install`] carries.
+#[derive(Debug, thiserror::Error)]
+enum CheckError {
+    #[error("cannot start {program:?}: {source}")]
+    Start {
+        program: std::ffi::OsString,
+        source: std::io::Error,
+    },
+    #[error("{command} failed ({status}):\n{stdout}{stderr}")]
+    Command {
+        command: String,
+        status: std::process::ExitStatus,
+        stdout: String,
+        stderr: String,
+    },
+    #[error("unrecognised `nvcc --version` output:\n{0}")]
+    NvccOutput(String),
+    #[error("nvcc is {found}, the pin is {pin}")]
+    Nvcc { found: String, pin: String },
+    #[error("{tool} is {found:?}, the pin is {pin}")]
+    CudaTool {
+        tool: &'static str,
+        found: String,
+        pin: String,
+    },
+    #[error("{} is missing", .0.display())]
+    Missing(PathBuf),
+    #[error("libclang-ng {0} is not the installed version")]
+    Libclang(String),
+    #[error("`maturin --version` says {said:?}, the pin is {want}")]
+    Maturin { said: String, want: String },
+    #[error("{name} is missing from {}", site.display())]
+    PyTool { name: String, site: PathBuf },
+}
 
 /// Each PyPI component's name and exact requirements, from the pins.
 pub fn requirements(pins: &Pins) -> Vec<(&'static str, Vec<String>)> {
@@ -162,7 +198,7 @@ fn install_component(
         .arg("--target")
         .arg(&dir)
         .args(reqs);
-    run_checked(&mut pip).map_err(failed)?;
+    run_checked(&mut pip).map_err(|e| failed(e.to_string()))?;
     let what = verify(layout, pins)
         .map_err(|e| failed(format!("installed but failed verification: {e}")))?;
     std::fs::write(&stamp, &wanted).map_err(io(format!("writing {}", stamp.display())))?;
@@ -268,23 +304,23 @@ fn python() -> String {
 }
 
 /// Runs a command to completion; on failure the error carries its output.
-fn run_checked(cmd: &mut Command) -> Result<std::process::Output, String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
+fn run_checked(cmd: &mut Command) -> Result<std::process::Output, CheckError> {
+    let out = cmd.output().map_err(|source| CheckError::Start {
+        program: cmd.get_program().to_os_string(),
+        source,
+    })?;
     if !out.status.success() {
-        return Err(format!(
-            "{:?} failed ({}):\n{}{}",
-            cmd,
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(CheckError::Command {
+            command: format!("{cmd:?}"),
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
     }
     Ok(out)
 }
 
-fn tool_version(layout: &Layout, program: PathBuf) -> Result<String, String> {
+fn tool_version(layout: &Layout, program: PathBuf) -> Result<String, CheckError> {
     let mut cmd = Command::new(&program);
     cmd.arg("--version");
     layout.apply(&mut cmd);
@@ -292,39 +328,40 @@ fn tool_version(layout: &Layout, program: PathBuf) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn verify_nvcc(layout: &Layout, pins: &Pins) -> Result<String, String> {
+fn verify_nvcc(layout: &Layout, pins: &Pins) -> Result<String, CheckError> {
     let text = tool_version(layout, layout.cuda_home().join("bin/nvcc"))?;
-    let found = nvcc::parse_nvcc_version(&text)
-        .ok_or_else(|| format!("unrecognised `nvcc --version` output:\n{text}"))?;
+    let found =
+        nvcc::parse_nvcc_version(&text).ok_or_else(|| CheckError::NvccOutput(text.clone()))?;
     if found != pins.toolchain.nvcc {
-        return Err(format!(
-            "nvcc is {found}, the pin is {}",
-            pins.toolchain.nvcc
-        ));
+        return Err(CheckError::Nvcc {
+            found,
+            pin: pins.toolchain.nvcc.clone(),
+        });
     }
     Ok(format!("nvcc {found}"))
 }
 
-fn verify_cuda_tools(layout: &Layout, pins: &Pins) -> Result<String, String> {
+fn verify_cuda_tools(layout: &Layout, pins: &Pins) -> Result<String, CheckError> {
     for tool in ["cuobjdump", "nvdisasm"] {
         let text = tool_version(layout, layout.cuda_tools_bin().join(tool))?;
         let found = nvcc::parse_nvcc_version(&text).unwrap_or_default();
         if found != pins.toolchain.cuda_tools {
-            return Err(format!(
-                "{tool} is {found:?}, the pin is {}",
-                pins.toolchain.cuda_tools
-            ));
+            return Err(CheckError::CudaTool {
+                tool,
+                found,
+                pin: pins.toolchain.cuda_tools.clone(),
+            });
         }
     }
     Ok(format!("cuobjdump/nvdisasm {}", pins.toolchain.cuda_tools))
 }
 
-fn verify_libclang(layout: &Layout, pins: &Pins) -> Result<String, String> {
+fn verify_libclang(layout: &Layout, pins: &Pins) -> Result<String, CheckError> {
     let lib = layout.libclang_dir().join("libclang.so");
     let resource = layout.libclang_dir().join("resource/include/stddef.h");
-    for p in [&lib, &resource] {
+    for p in [lib, resource] {
         if !p.exists() {
-            return Err(format!("{} is missing", p.display()));
+            return Err(CheckError::Missing(p));
         }
     }
     let dist = layout.libclang_site().join(format!(
@@ -332,29 +369,26 @@ fn verify_libclang(layout: &Layout, pins: &Pins) -> Result<String, String> {
         pins.toolchain.libclang_ng
     ));
     if !dist.exists() {
-        return Err(format!(
-            "libclang-ng {} is not the installed version",
-            pins.toolchain.libclang_ng
-        ));
+        return Err(CheckError::Libclang(pins.toolchain.libclang_ng.clone()));
     }
     Ok(format!("libclang {}", pins.toolchain.libclang_ng))
 }
 
-fn verify_py_tools(layout: &Layout, pins: &Pins) -> Result<String, String> {
+fn verify_py_tools(layout: &Layout, pins: &Pins) -> Result<String, CheckError> {
     let text = tool_version(layout, layout.py_site().join("bin/maturin"))?;
     let want = format!("maturin {}", pins.toolchain.maturin);
     if text.trim() != want {
-        return Err(format!(
-            "`maturin --version` says {:?}, the pin is {want}",
-            text.trim()
-        ));
+        return Err(CheckError::Maturin {
+            said: text.trim().to_string(),
+            want,
+        });
     }
     for name in pins.test_tools.keys() {
         if !layout.py_site().join("bin").join(name).exists() && !py_dist_exists(layout, name) {
-            return Err(format!(
-                "{name} is missing from {}",
-                layout.py_site().display()
-            ));
+            return Err(CheckError::PyTool {
+                name: name.clone(),
+                site: layout.py_site(),
+            });
         }
     }
     Ok(want)

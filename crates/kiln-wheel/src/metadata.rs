@@ -123,7 +123,7 @@ pub fn parse_requires_dist(
                 let v = &clip(v, MAX_REQUIREMENT_LEN);
                 bad.push(BadRequirement {
                     value: v.clone(),
-                    error,
+                    error: error.to_string(),
                 });
                 let name: String = v
                     .chars()
@@ -156,23 +156,44 @@ pub fn clip(v: &str, max: usize) -> String {
     format!("{}…", &v[..end])
 }
 
-fn parse_one(v: &str) -> Result<Requirement, String> {
+/// Why one Requires-Dist value is refused (the text a [`BadRequirement`] carries).
+#[derive(Debug, thiserror::Error)]
+enum RequirementError {
+    #[error("{0} bytes, over the limit of {MAX_REQUIREMENT_LEN}")]
+    TooLong(usize),
+    #[error(
+        "`$` in a requirement: environment variables are never expanded from untrusted metadata"
+    )]
+    Dollar,
+    #[error("marker nested deeper than {MAX_MARKER_DEPTH}")]
+    MarkerTooDeep,
+    #[error("unbalanced `)` in the marker")]
+    UnbalancedClose,
+    #[error("unbalanced `(` in the marker")]
+    UnbalancedOpen,
+    #[error("control character in the marker")]
+    MarkerControl,
+    #[error("unterminated string in the marker")]
+    MarkerString,
+    /// The PEP 508 parser's own message.
+    #[error("{0}")]
+    Pep508(String),
+}
+
+fn parse_one(v: &str) -> Result<Requirement, RequirementError> {
     if v.len() > MAX_REQUIREMENT_LEN {
-        return Err(format!(
-            "{} bytes, over the limit of {MAX_REQUIREMENT_LEN}",
-            v.len()
-        ));
+        return Err(RequirementError::TooLong(v.len()));
     }
     let (req, marker) = split_marker(v);
     if req.contains('$') {
-        return Err("`$` in a requirement: environment variables are never expanded from untrusted metadata".into());
+        return Err(RequirementError::Dollar);
     }
     let marker = marker.map(str::trim).filter(|m| !m.is_empty());
     if let Some(m) = marker {
         check_marker_shape(m)?;
     }
     let r = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(req.trim())
-        .map_err(|e| e.message.to_string())?;
+        .map_err(|e| RequirementError::Pep508(e.message.to_string()))?;
     Ok(Requirement {
         name: normalize_name(r.name.as_ref()),
         raw: v.to_string(),
@@ -199,7 +220,7 @@ fn split_marker(v: &str) -> (&str, Option<&str>) {
 }
 
 /// A marker's shape, in one linear pass: quotes closed, brackets balanced and not too deep.
-fn check_marker_shape(m: &str) -> Result<(), String> {
+fn check_marker_shape(m: &str) -> Result<(), RequirementError> {
     let mut depth = 0usize;
     let mut quote: Option<char> = None;
     for c in m.chars() {
@@ -210,21 +231,23 @@ fn check_marker_shape(m: &str) -> Result<(), String> {
             (None, '(') => {
                 depth += 1;
                 if depth > MAX_MARKER_DEPTH {
-                    return Err(format!("marker nested deeper than {MAX_MARKER_DEPTH}"));
+                    return Err(RequirementError::MarkerTooDeep);
                 }
             }
             (None, ')') => {
-                depth = depth.checked_sub(1).ok_or("unbalanced `)` in the marker")?;
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or(RequirementError::UnbalancedClose)?;
             }
-            (None, c) if c.is_control() => return Err("control character in the marker".into()),
+            (None, c) if c.is_control() => return Err(RequirementError::MarkerControl),
             _ => {}
         }
     }
     if quote.is_some() {
-        return Err("unterminated string in the marker".into());
+        return Err(RequirementError::MarkerString);
     }
     if depth != 0 {
-        return Err("unbalanced `(` in the marker".into());
+        return Err(RequirementError::UnbalancedOpen);
     }
     Ok(())
 }

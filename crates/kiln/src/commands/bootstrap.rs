@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::anyhow;
+use anyhow::{anyhow, Context};
 use kiln_pins::Pins;
 use kiln_toolchain::{install, Layout, Options};
 
@@ -36,7 +36,7 @@ pub struct Args {
 
 /// Errors go to main's one error path (`kiln bootstrap: …`, exit 2).
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let pins = load_pins(args.pins.as_ref()).map_err(|e| anyhow!(e))?;
+    let pins = load_pins(args.pins.as_ref())?;
     let layout = match (
         &args.prefix,
         Layout::per_user(&|k| std::env::var_os(k), &pins),
@@ -77,10 +77,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// `--pins`, else the nearest Cargo.toml with a kiln table, else kiln's own pins.
-fn load_pins(path: Option<&PathBuf>) -> Result<Pins, String> {
+fn load_pins(path: Option<&PathBuf>) -> anyhow::Result<Pins> {
     if let Some(p) = path {
-        return Pins::load(p).map_err(|e| e.to_string());
+        // The pins' own message, which already names its cause (main prints the chain).
+        return Pins::load(p).map_err(|e| anyhow!(e.to_string()));
     }
-    let here = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let here = std::env::current_dir().context("current directory")?;
     Ok(Pins::discover(&here).unwrap_or_else(|_| Pins::built_in()))
 }
