@@ -5,11 +5,12 @@
 //! Rust PTX, ptxas, links, the merge). Every key must be the key kiln-build's plan of the whole
 //! workspace has for that job, and a build of the workspace narrowed to those targets must take
 //! every job from the farm and compile nothing: what the kernels, wheel, clippy and nextest
-//! derivations rely on. The toolchain is this machine's (nvcc from the pins, Debian's kernel
+//! derivations rely on. The tool itself is built as its derivation builds it, from kiln-build's
+//! dependency closure under the Cargo.toml files Nix writes. The toolchain is this machine's (nvcc from the pins, Debian's kernel
 //! rustc with -Zbuild-std), not Nix's; the layouts and commands are the derivations'.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
@@ -70,6 +71,82 @@ fn copy_into(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What nix/kernel-jobs.nix builds the job tool from: kiln-build's dependency closure and the
+/// Cargo.toml files it writes for them.
+#[derive(serde::Deserialize)]
+struct ToolSource {
+    crates: Vec<String>,
+    manifests: BTreeMap<String, String>,
+}
+
+/// kiln-kernel-job built as its derivation builds it: the closure's crates and the workspace's
+/// Cargo.lock copied, the Nix-written Cargo.toml files over them, `cargo build --offline`
+/// (this workspace's target directory, so registry crates are not compiled again).
+fn build_tool(tools: &Tools, flake: &Flake, dir: &Path) -> Result<PathBuf> {
+    let out = tools
+        .nix()
+        .args(["eval", "--json", "--offline"])
+        .args(NO_IFD)
+        .args(flake.overrides())
+        .arg(format!(
+            "{}#lib.x86_64-linux.kernelJobs.tool",
+            flake.flake_ref
+        ))
+        .args([
+            "--apply",
+            "t: { crates = t.toolCrates; manifests = t.toolManifests; }",
+        ])
+        .output()
+        .context("running nix eval")?;
+    if !out.status.success() {
+        bail!("lib.x86_64-linux.kernelJobs.tool: {}", nix_error(&out));
+    }
+    let src: ToolSource = serde_json::from_slice(&out.stdout).context("the tool's source")?;
+    std::fs::create_dir_all(dir)?;
+    std::fs::copy(flake.root.join("Cargo.lock"), dir.join("Cargo.lock"))?;
+    for c in &src.crates {
+        let to = dir.join(c);
+        std::fs::create_dir_all(to.parent().context("a crate's parent")?)?;
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(flake.root.join(c))
+            .arg(&to)
+            .status()?;
+        if !status.success() {
+            bail!("copying {c} into {}", dir.display());
+        }
+    }
+    for (path, text) in &src.manifests {
+        std::fs::write(dir.join(path), text)?;
+    }
+    // This workspace's target directory: registry crates are not compiled again (the path
+    // crates are, their source being elsewhere). The binary is copied out at once.
+    let target = flake.root.join("target");
+    let status = Command::new("cargo")
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .args([
+            "build",
+            "--quiet",
+            "--offline",
+            "-p",
+            "kiln-build",
+            "--bin",
+            "kiln-kernel-job",
+        ])
+        .status()
+        .context("building kiln-kernel-job")?;
+    if !status.success() {
+        bail!(
+            "kiln-kernel-job does not build from the workspace nix/kernel-jobs.nix writes for it ({})",
+            dir.display()
+        );
+    }
+    let tool = dir.join("kiln-kernel-job");
+    std::fs::copy(target.join("debug/kiln-kernel-job"), &tool)?;
+    Ok(tool)
+}
+
 /// The step.
 pub fn check(tools: &Tools, flake: &Flake) -> Result<String> {
     let all = layouts(tools, flake)?;
@@ -81,23 +158,8 @@ pub fn check(tools: &Tools, flake: &Flake) -> Result<String> {
         chosen.insert(root);
         chosen.extend(l.deps.iter().map(String::as_str));
     }
-    let status = Command::new("cargo")
-        .current_dir(&flake.root)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "kiln-build",
-            "--bin",
-            "kiln-kernel-job",
-        ])
-        .status()
-        .context("building kiln-kernel-job")?;
-    if !status.success() {
-        bail!("cargo build -p kiln-build --bin kiln-kernel-job failed");
-    }
-    let tool = flake.root.join("target/debug/kiln-kernel-job");
     let scratch = tempfile::tempdir()?;
+    let tool = build_tool(tools, flake, &scratch.path().join("tool"))?;
     let outs = scratch.path().join("jobs");
     // Jobs in dependency order: a job's closure is strictly larger than any of its inputs'.
     let mut order: Vec<&str> = chosen.iter().copied().collect();
@@ -198,7 +260,7 @@ pub fn check(tools: &Tools, flake: &Flake) -> Result<String> {
         bail!("the build with the jobs' outputs as prebuilt still compiled: {s}");
     }
     Ok(format!(
-        "{} jobs run as their derivations run them (chains of {}), every key = the workspace plan's; KILN_ARCHS=\"{ARCHS}\" build took them all, compiled 0",
+        "kiln-kernel-job built from the workspace Nix writes for it; {} jobs run as their derivations run them (chains of {}), every key = the workspace plan's; KILN_ARCHS=\"{ARCHS}\" build took them all, compiled 0",
         order.len(),
         ROOTS.join(", ")
     ))
