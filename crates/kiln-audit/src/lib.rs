@@ -36,7 +36,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use error::AuditError;
+pub use error::{AuditError, PolicyError};
 pub use facts::{Artifact, Binary, InputKind};
 pub use finding::{Finding, Rule, Severity, LOWER_SEVERITY, RULES};
 pub use kernel_matrix::{Coverage, CoverageRow};
@@ -177,13 +177,7 @@ pub fn evaluate(path: &Path, mut artifact: Artifact, policy: &Policy) -> Report 
         binaries: artifact.binaries.len(),
         ..Default::default()
     };
-    for f in &findings {
-        match f.severity {
-            Severity::Error => counts.errors += 1,
-            Severity::Warning => counts.warnings += 1,
-            Severity::Info => counts.infos += 1,
-        }
-    }
+    counts.add_severities(&findings);
     // Counted in full above; listed up to a cap per rule (a hostile input can produce millions).
     let findings = finding::aggregate(findings, FINDINGS_PER_RULE);
     let waived = cap_waived(waived);
@@ -197,21 +191,7 @@ pub fn evaluate(path: &Path, mut artifact: Artifact, policy: &Policy) -> Report 
     let mut coverage = Vec::new();
     for b in &artifact.binaries {
         if let Some(d) = &b.device {
-            counts.binaries_with_device_code += 1;
-            counts.fatbin_containers += d.containers;
-            counts.cubins += d
-                .entries
-                .iter()
-                .filter(|e| e.kind == facts::EntryKind::Cubin)
-                .count();
-            counts.ptx += d
-                .entries
-                .iter()
-                .filter(|e| e.kind == facts::EntryKind::Ptx)
-                .count();
-            let kernels: std::collections::BTreeSet<&String> =
-                d.entries.iter().flat_map(|e| &e.kernels).collect();
-            counts.kernels += kernels.len();
+            counts.add_device_code(d);
         }
         coverage.extend(kernel_matrix::of(b));
     }
@@ -230,6 +210,37 @@ pub fn evaluate(path: &Path, mut artifact: Artifact, policy: &Policy) -> Report 
         wheel: artifact.wheel,
         coverage,
         reach,
+    }
+}
+
+impl Counts {
+    fn add_severities(&mut self, findings: &[Finding]) {
+        for f in findings {
+            match f.severity {
+                Severity::Error => self.errors += 1,
+                Severity::Warning => self.warnings += 1,
+                Severity::Info => self.infos += 1,
+            }
+        }
+    }
+
+    /// One binary's device code: its containers, cubins, PTX and distinct kernels.
+    fn add_device_code(&mut self, d: &facts::DeviceCode) {
+        self.binaries_with_device_code += 1;
+        self.fatbin_containers += d.containers;
+        self.cubins += d
+            .entries
+            .iter()
+            .filter(|e| e.kind == facts::EntryKind::Cubin)
+            .count();
+        self.ptx += d
+            .entries
+            .iter()
+            .filter(|e| e.kind == facts::EntryKind::Ptx)
+            .count();
+        let kernels: std::collections::BTreeSet<&String> =
+            d.entries.iter().flat_map(|e| &e.kernels).collect();
+        self.kernels += kernels.len();
     }
 }
 
