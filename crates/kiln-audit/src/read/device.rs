@@ -578,7 +578,7 @@ fn header_facts(container: usize, e: &container::Entry) -> EntryFacts {
         kernels_demangled: Vec::new(),
         ptx_isa: None,
         ptx_isa_num: (e.kind == container::EntryKind::Ptx)
-            .then(|| (e.version.0 as u32, e.version.1 as u32)),
+            .then_some((e.version.0 as u32, e.version.1 as u32)),
         label_mismatch: None,
         error: None,
         section: None,
