@@ -3,9 +3,10 @@
 //! A library: it never prints and never exits; the `kiln` binary renders the [`Report`].
 //!
 //! Readers turn bytes into typed facts, and only the rules decide findings:
-//! - [`read`] (`read/`): `input` (wheel / ELF / fatbin / directory → [`facts::Artifact`]), `elf`,
-//!   `device`, with the wheel formats from kiln-wheel; a problem met while reading is a
-//!   [`facts::ReadProblem`], never a finding
+//! - [`read`] (`read/`): `input` (wheel / ELF / fatbin / directory → [`facts::Artifact`], through
+//!   `archive`, `binary` and `dir`), `elf`, `device`, with the wheel formats from kiln-wheel; a
+//!   problem met while reading is a [`facts::ReadProblem`], never a finding; a structure a
+//!   reader cannot read is a [`read::ReadError`]
 //! - `rules/`: every [`Rule`] (registered in [`RULES`]), from facts + [`Policy`], with `platform`
 //!   and `nvidia_wheels`: what the target system and NVIDIA's wheels provide
 //! - `kernel_matrix`: the kernel × target matrix, a view of the facts for the report
@@ -13,7 +14,9 @@
 //! - `gates`: a kiln-built binary's declared arch gates, the one allowance its strict rule has
 //!
 //! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
-//! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
+//! (for fuzzing and for callers that build them by hand) and the [`read`] entry points. Errors
+//! are types: [`AuditError`] (the input cannot be audited), [`PolicyError`] (the stated policy
+//! is refused), [`read::ReadError`].
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
