@@ -275,7 +275,17 @@ mod tests {
     #[test]
     fn flags_are_validated_with_the_flag_named() {
         let e = Policy::from_flags(None, Some("80,9x"), None, None, None).unwrap_err();
-        assert!(e.to_string().starts_with("--expect-sass: "), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "--expect-sass: \"9x\" is not an arch (expected e.g. 80, 90a, 100f, sm_120)"
+        );
+        assert!(matches!(
+            e,
+            PolicyError::Flag {
+                flag: "--expect-sass",
+                ..
+            }
+        ));
         let e = Policy::from_flags(None, None, None, Some(100), None).unwrap_err();
         assert!(e.to_string().contains("--min-driver 100"), "{e}");
         let e = Policy::from_flags(None, None, None, None, Some("linux_x86_64")).unwrap_err();

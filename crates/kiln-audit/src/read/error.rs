@@ -78,3 +78,51 @@ pub enum ReadError {
         modified: bool,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each text is the one the report showed when the readers returned `String`s.
+    #[test]
+    fn texts_are_the_reports() {
+        let cases = [
+            (
+                ReadError::Changed {
+                    opened: 10,
+                    now: 8,
+                    modified: true,
+                },
+                "changed while it was read (10 bytes when opened, 8 now, modified since)",
+            ),
+            (
+                ReadError::Changed {
+                    opened: 10,
+                    now: 10,
+                    modified: false,
+                },
+                "changed while it was read (10 bytes when opened, 10 now)",
+            ),
+            (
+                ReadError::VerneedLoops("records"),
+                "version-needs table loops (more records than the file can hold)",
+            ),
+            (
+                ReadError::FatbinPastEnd {
+                    size: 5,
+                    offset: 7,
+                    len: 9,
+                },
+                "`.nv_fatbin` (5 bytes at 7) runs past the end of the file (9 bytes)",
+            ),
+            (ReadError::TooManyNeeded, "more than 4096 DT_NEEDED entries"),
+            (
+                ReadError::NegativeHeaderOffset("a/b".into()),
+                "member \"a/b\": negative header offset",
+            ),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+        }
+    }
+}
