@@ -266,7 +266,7 @@ impl<'d> Elf<'d> {
         match u32::try_from(d.d_tag(endian)).unwrap_or(0) {
             elf::DT_NEEDED => {
                 if sec.needed.len() == elf_dynamic::MAX_NEEDED {
-                    return Err(ReadError::TooManyNeeded);
+                    return Err(ReadError::TooManyNeeded(elf_dynamic::MAX_NEEDED));
                 }
                 sec.needed.push(text()?)
             }

@@ -130,7 +130,7 @@ impl<'d> Table<'d> {
             match u32::try_from(d.d_tag(self.endian)).unwrap_or(0) {
                 elf::DT_NEEDED => {
                     if view.needed.len() == MAX_NEEDED {
-                        return Err(ReadError::TooManyNeeded);
+                        return Err(ReadError::TooManyNeeded(MAX_NEEDED));
                     }
                     view.needed.push(string(val)?)
                 }

@@ -2,8 +2,6 @@
 //! its text as a fact (`Binary::elf_error`, `device_error`, a [`crate::facts::ReadProblem`]) or
 //! turns it into an [`crate::AuditError`]. Each variant's text is the one the report shows.
 
-use crate::read::elf_dynamic::MAX_NEEDED;
-
 /// A structure in the input that a reader could not read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -22,9 +20,9 @@ pub enum ReadError {
     /// The `PT_DYNAMIC` segment's entries.
     #[error("PT_DYNAMIC: {0}")]
     PtDynamic(object::read::Error),
-    /// More DT_NEEDED entries than [`MAX_NEEDED`].
-    #[error("more than {MAX_NEEDED} DT_NEEDED entries")]
-    TooManyNeeded,
+    /// More DT_NEEDED entries than the limit (the readers' `MAX_NEEDED`).
+    #[error("more than {0} DT_NEEDED entries")]
+    TooManyNeeded(usize),
     /// The loader's tables (`DT_STRTAB`, `DT_VERNEED`, a string in them) lie outside the file
     /// or its segments: which, and how.
     #[error("{0}")]
@@ -115,7 +113,7 @@ mod tests {
                 },
                 "`.nv_fatbin` (5 bytes at 7) runs past the end of the file (9 bytes)",
             ),
-            (ReadError::TooManyNeeded, "more than 4096 DT_NEEDED entries"),
+            (ReadError::TooManyNeeded(4096), "more than 4096 DT_NEEDED entries"),
             (
                 ReadError::NegativeHeaderOffset("a/b".into()),
                 "member \"a/b\": negative header offset",
