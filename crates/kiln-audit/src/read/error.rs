@@ -113,7 +113,10 @@ mod tests {
                 },
                 "`.nv_fatbin` (5 bytes at 7) runs past the end of the file (9 bytes)",
             ),
-            (ReadError::TooManyNeeded(4096), "more than 4096 DT_NEEDED entries"),
+            (
+                ReadError::TooManyNeeded(4096),
+                "more than 4096 DT_NEEDED entries",
+            ),
             (
                 ReadError::NegativeHeaderOffset("a/b".into()),
                 "member \"a/b\": negative header offset",
