@@ -1,5 +1,6 @@
-//! The input could not be read at all (exit code 2 territory). Problems inside a readable input
-//! are facts ([`crate::facts::ReadProblem`]) that rules turn into findings.
+//! The input could not be read at all (exit code 2 territory): [`AuditError`]; a policy that
+//! cannot be built from what the caller stated: [`PolicyError`]. Problems inside a readable
+//! input are facts ([`crate::facts::ReadProblem`]) that rules turn into findings.
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,65 @@ pub enum AuditError {
     /// A file that is both an ELF/fatbin and a zip.
     #[error("{0}: both an ELF/fatbin and a zip archive (or an ELF named .whl): pip would install one, the loader load the other — refused")]
     Polyglot(PathBuf),
+}
+
+/// Why a stated policy (flags, a waiver, the policy file's `audit.allow`) is refused; the text
+/// names what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// A waiver names no known rule id.
+    #[error("{0:?} is not a rule id (docs/audit-json-schema.md lists them, e.g. reach/gap)")]
+    UnknownRule(String),
+    /// A waiver without a reason.
+    #[error("waiving {0} needs a reason (RULE[:PATH_GLOB]=REASON)")]
+    NoReason(crate::Rule),
+    /// A waiver's path glob does not parse.
+    #[error("path glob {pattern:?}: {error}")]
+    BadGlob {
+        /// The glob as given.
+        pattern: String,
+        /// Why it does not parse.
+        error: glob::PatternError,
+    },
+    /// `--allow` text without `=`.
+    #[error("{0:?}: expected RULE[:PATH_GLOB]=REASON")]
+    NotAWaiver(String),
+    /// A waiver of the policy file's `audit.allow` list: the file, the index, what is wrong.
+    #[error("{file}: audit.allow[{index}]: {error}")]
+    PolicyFile {
+        /// The policy file.
+        file: String,
+        /// The waiver's index in `audit.allow`.
+        index: usize,
+        /// What is wrong with it.
+        error: Box<PolicyError>,
+    },
+    /// A flag's value: the flag, what is wrong.
+    #[error("{flag}: {error}")]
+    Flag {
+        /// The flag, e.g. `--expect-sass`.
+        flag: &'static str,
+        /// What is wrong with its value.
+        error: Box<PolicyError>,
+    },
+    /// An arch list item that is not an arch.
+    #[error("{0:?} is not an arch (expected e.g. 80, 90a, 100f, sm_120)")]
+    NotAnArch(String),
+    /// A GPU list item that is not a plain compute capability.
+    #[error("{0:?} is not a compute capability (expected e.g. 8.0, 9.0, 12.0)")]
+    NotACapability(String),
+    /// A compute capability without a row in kiln-pins' GPU table: the item, the known ones.
+    #[error("{0:?} is not a GPU generation kiln knows (known: {1})")]
+    UnknownGeneration(String, String),
+    /// A GPU list naming nothing.
+    #[error("no generation listed (expected e.g. 8.0,9.0,12.0)")]
+    NoGeneration,
+    /// `--min-driver` older than the driver/PTX ISA table.
+    #[error("--min-driver {0}: older than any driver in kiln's driver/PTX ISA table")]
+    DriverTooOld(u32),
+    /// `--platform` that is not a manylinux tag.
+    #[error("--platform {0:?}: not a manylinux platform tag (e.g. manylinux_2_28_x86_64)")]
+    NotManylinux(String),
 }
 
 impl AuditError {

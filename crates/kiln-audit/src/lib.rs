@@ -3,9 +3,10 @@
 //! A library: it never prints and never exits; the `kiln` binary renders the [`Report`].
 //!
 //! Readers turn bytes into typed facts, and only the rules decide findings:
-//! - [`read`] (`read/`): `input` (wheel / ELF / fatbin / directory → [`facts::Artifact`]), `elf`,
-//!   `device`, with the wheel formats from kiln-wheel; a problem met while reading is a
-//!   [`facts::ReadProblem`], never a finding
+//! - [`read`] (`read/`): `input` (wheel / ELF / fatbin / directory → [`facts::Artifact`], through
+//!   `archive`, `binary` and `dir`), `elf`, `device`, with the wheel formats from kiln-wheel; a
+//!   problem met while reading is a [`facts::ReadProblem`], never a finding; a structure a
+//!   reader cannot read is a [`read::ReadError`]
 //! - `rules/`: every [`Rule`] (registered in [`RULES`]), from facts + [`Policy`], with `platform`
 //!   and `nvidia_wheels`: what the target system and NVIDIA's wheels provide
 //! - `kernel_matrix`: the kernel × target matrix, a view of the facts for the report
@@ -13,7 +14,9 @@
 //! - `gates`: a kiln-built binary's declared arch gates, the one allowance its strict rule has
 //!
 //! Public: [`audit`], [`evaluate`], [`Report`], [`Policy`], [`Options`], [`Progress`], the facts
-//! (for fuzzing and for callers that build them by hand) and the [`read`] entry points.
+//! (for fuzzing and for callers that build them by hand) and the [`read`] entry points. Errors
+//! are types: [`AuditError`] (the input cannot be audited), [`PolicyError`] (the stated policy
+//! is refused), [`read::ReadError`].
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -36,7 +39,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use error::AuditError;
+pub use error::{AuditError, PolicyError};
 pub use facts::{Artifact, Binary, InputKind};
 pub use finding::{Finding, Rule, Severity, LOWER_SEVERITY, RULES};
 pub use kernel_matrix::{Coverage, CoverageRow};
@@ -177,13 +180,7 @@ pub fn evaluate(path: &Path, mut artifact: Artifact, policy: &Policy) -> Report 
         binaries: artifact.binaries.len(),
         ..Default::default()
     };
-    for f in &findings {
-        match f.severity {
-            Severity::Error => counts.errors += 1,
-            Severity::Warning => counts.warnings += 1,
-            Severity::Info => counts.infos += 1,
-        }
-    }
+    counts.add_severities(&findings);
     // Counted in full above; listed up to a cap per rule (a hostile input can produce millions).
     let findings = finding::aggregate(findings, FINDINGS_PER_RULE);
     let waived = cap_waived(waived);
@@ -197,21 +194,7 @@ pub fn evaluate(path: &Path, mut artifact: Artifact, policy: &Policy) -> Report 
     let mut coverage = Vec::new();
     for b in &artifact.binaries {
         if let Some(d) = &b.device {
-            counts.binaries_with_device_code += 1;
-            counts.fatbin_containers += d.containers;
-            counts.cubins += d
-                .entries
-                .iter()
-                .filter(|e| e.kind == facts::EntryKind::Cubin)
-                .count();
-            counts.ptx += d
-                .entries
-                .iter()
-                .filter(|e| e.kind == facts::EntryKind::Ptx)
-                .count();
-            let kernels: std::collections::BTreeSet<&String> =
-                d.entries.iter().flat_map(|e| &e.kernels).collect();
-            counts.kernels += kernels.len();
+            counts.add_device_code(d);
         }
         coverage.extend(kernel_matrix::of(b));
     }
@@ -230,6 +213,37 @@ pub fn evaluate(path: &Path, mut artifact: Artifact, policy: &Policy) -> Report 
         wheel: artifact.wheel,
         coverage,
         reach,
+    }
+}
+
+impl Counts {
+    fn add_severities(&mut self, findings: &[Finding]) {
+        for f in findings {
+            match f.severity {
+                Severity::Error => self.errors += 1,
+                Severity::Warning => self.warnings += 1,
+                Severity::Info => self.infos += 1,
+            }
+        }
+    }
+
+    /// One binary's device code: its containers, cubins, PTX and distinct kernels.
+    fn add_device_code(&mut self, d: &facts::DeviceCode) {
+        self.binaries_with_device_code += 1;
+        self.fatbin_containers += d.containers;
+        self.cubins += d
+            .entries
+            .iter()
+            .filter(|e| e.kind == facts::EntryKind::Cubin)
+            .count();
+        self.ptx += d
+            .entries
+            .iter()
+            .filter(|e| e.kind == facts::EntryKind::Ptx)
+            .count();
+        let kernels: std::collections::BTreeSet<&String> =
+            d.entries.iter().flat_map(|e| &e.kernels).collect();
+        self.kernels += kernels.len();
     }
 }
 

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::facts::{Binary, WheelMeta};
+use crate::facts::{Binary, ElfFacts, WheelMeta};
 use crate::rules::platform;
 
 /// One group of binaries (a wheel, one distribution of a directory, or the loose files): the
@@ -50,84 +50,29 @@ fn arch_of(machine: u16) -> Option<&'static str> {
 
 /// The best tag for `binaries` (ELF only; a bare fatbin needs nothing), declared by `meta`.
 pub fn of(meta: Option<&WheelMeta>, binaries: &[&Binary]) -> ManylinuxTag {
-    let mut declared: Vec<String> = Vec::new();
-    if let Some(m) = meta {
-        let tags = m.tags.iter().chain(m.filename.iter().flat_map(|f| &f.tags));
-        for t in tags {
-            let p = platform::platform_of(t).to_string();
-            if !declared.contains(&p) {
-                declared.push(p);
-            }
-        }
-    }
-    let elfs: Vec<(&Binary, &crate::facts::ElfFacts)> = binaries
+    let elfs: Vec<(&Binary, &ElfFacts)> = binaries
         .iter()
         .filter_map(|b| b.elf.as_ref().map(|e| (*b, e)))
         .collect();
-    let newest = |key: fn(&crate::facts::ElfFacts) -> Option<&String>| {
-        elfs.iter()
-            .filter_map(|(_, e)| key(e))
-            .max_by_key(|v| crate::read::elf::version_key(v))
-            .cloned()
-    };
-    let glibc = elfs
-        .iter()
-        .filter_map(|(b, e)| e.max_glibc.map(|g| (g, b.path.as_str())))
-        .max_by_key(|(g, _)| *g);
-    let glibcxx = newest(|e| e.max_glibcxx.as_ref());
-    let cxxabi = newest(|e| e.max_cxxabi.as_ref());
-    let mut needs = Vec::new();
-    if let Some(((a, b), _)) = glibc {
-        needs.push(format!("GLIBC_{a}.{b}"));
-    }
-    needs.extend(glibcxx.iter().map(|v| format!("GLIBCXX_{v}")));
-    needs.extend(cxxabi.iter().map(|v| format!("CXXABI_{v}")));
+    let needs = Needs::of(&elfs);
     let mut tag = ManylinuxTag {
         dist_info: meta.and_then(|m| m.dist_info.first().cloned()),
         binaries: elfs.len(),
-        declared,
+        declared: declared_platforms(meta),
         best: None,
         alias: None,
-        needs,
-        limited_by: glibc.map(|(_, p)| p.to_string()),
+        needs: needs.names(),
+        limited_by: needs.glibc.map(|(_, p)| p.to_string()),
         why: None,
     };
-    let mut machines: Vec<u16> = elfs.iter().map(|(_, e)| e.machine).collect();
-    machines.sort_unstable();
-    machines.dedup();
-    let arch = match machines.as_slice() {
-        [] => {
-            tag.why = Some("no ELF binary".into());
-            return tag;
-        }
-        [m] => arch_of(*m),
-        _ => {
-            tag.why = Some(format!("binaries of {} architectures", machines.len()));
+    let arch = match single_arch(&elfs) {
+        SingleArch::Known(arch) => arch,
+        SingleArch::Not(why) => {
+            tag.why = Some(why);
             return tag;
         }
     };
-    let Some(arch) = arch else {
-        tag.why = Some(format!(
-            "e_machine {} is not in auditwheel's manylinux policy table as kiln carries it (x86_64, aarch64)",
-            machines[0]
-        ));
-        return tag;
-    };
-    let admits = |minor: u32| {
-        let plat = format!("manylinux_2_{minor}_{arch}");
-        let Some((max_cxx, max_abi)) = platform::cxx_ceiling(&plat) else {
-            return false;
-        };
-        let within = |have: &Option<String>, max: &str| {
-            have.as_deref().is_none_or(|h| {
-                crate::read::elf::version_key(h) <= crate::read::elf::version_key(max)
-            })
-        };
-        glibc.is_none_or(|((a, b), _)| (a, b) <= (2, minor))
-            && within(&glibcxx, max_cxx)
-            && within(&cxxabi, max_abi)
-    };
-    match platform::manylinux_policies(arch).find(|m| admits(*m)) {
+    match platform::manylinux_policies(arch).find(|m| needs.admitted_by(*m, arch)) {
         Some(minor) => {
             tag.alias = platform::legacy_alias(minor).map(|a| format!("{a}_{arch}"));
             tag.best = Some(format!("manylinux_2_{minor}_{arch}"));
@@ -140,6 +85,99 @@ pub fn of(meta: Option<&WheelMeta>, binaries: &[&Binary]) -> ManylinuxTag {
         }
     }
     tag
+}
+
+/// The platforms the wheel's tags (WHEEL and the file name) declare, each once, in order.
+fn declared_platforms(meta: Option<&WheelMeta>) -> Vec<String> {
+    let mut declared: Vec<String> = Vec::new();
+    if let Some(m) = meta {
+        let tags = m.tags.iter().chain(m.filename.iter().flat_map(|f| &f.tags));
+        for t in tags {
+            let p = platform::platform_of(t).to_string();
+            if !declared.contains(&p) {
+                declared.push(p);
+            }
+        }
+    }
+    declared
+}
+
+/// The architecture the ELFs share, or why no manylinux tag applies.
+enum SingleArch {
+    /// One architecture, in auditwheel's policy table.
+    Known(&'static str),
+    /// No ELF, several architectures, or one the table lacks: the report's `why`.
+    Not(String),
+}
+
+fn single_arch(elfs: &[(&Binary, &ElfFacts)]) -> SingleArch {
+    let mut machines: Vec<u16> = elfs.iter().map(|(_, e)| e.machine).collect();
+    machines.sort_unstable();
+    machines.dedup();
+    match machines.as_slice() {
+        [] => SingleArch::Not("no ELF binary".into()),
+        [m] => match arch_of(*m) {
+            Some(arch) => SingleArch::Known(arch),
+            None => SingleArch::Not(format!(
+                "e_machine {m} is not in auditwheel's manylinux policy table as kiln carries it (x86_64, aarch64)"
+            )),
+        },
+        _ => SingleArch::Not(format!("binaries of {} architectures", machines.len())),
+    }
+}
+
+/// The newest symbol versions the ELFs need together.
+struct Needs<'a> {
+    /// The newest GLIBC_ version, with the binary that needs it.
+    glibc: Option<((u32, u32), &'a str)>,
+    glibcxx: Option<String>,
+    cxxabi: Option<String>,
+}
+
+impl<'a> Needs<'a> {
+    fn of(elfs: &[(&'a Binary, &ElfFacts)]) -> Needs<'a> {
+        let newest = |key: fn(&ElfFacts) -> Option<&String>| {
+            elfs.iter()
+                .filter_map(|(_, e)| key(e))
+                .max_by_key(|v| crate::read::elf::version_key(v))
+                .cloned()
+        };
+        Needs {
+            glibc: elfs
+                .iter()
+                .filter_map(|(b, e)| e.max_glibc.map(|g| (g, b.path.as_str())))
+                .max_by_key(|(g, _)| *g),
+            glibcxx: newest(|e| e.max_glibcxx.as_ref()),
+            cxxabi: newest(|e| e.max_cxxabi.as_ref()),
+        }
+    }
+
+    /// As the report lists them: `GLIBC_2.34`, `GLIBCXX_3.4.30`, `CXXABI_1.3.13`.
+    fn names(&self) -> Vec<String> {
+        let mut needs = Vec::new();
+        if let Some(((a, b), _)) = self.glibc {
+            needs.push(format!("GLIBC_{a}.{b}"));
+        }
+        needs.extend(self.glibcxx.iter().map(|v| format!("GLIBCXX_{v}")));
+        needs.extend(self.cxxabi.iter().map(|v| format!("CXXABI_{v}")));
+        needs
+    }
+
+    /// Whether `manylinux_2_{minor}_{arch}` guarantees all of them.
+    fn admitted_by(&self, minor: u32, arch: &str) -> bool {
+        let plat = format!("manylinux_2_{minor}_{arch}");
+        let Some((max_cxx, max_abi)) = platform::cxx_ceiling(&plat) else {
+            return false;
+        };
+        let within = |have: &Option<String>, max: &str| {
+            have.as_deref().is_none_or(|h| {
+                crate::read::elf::version_key(h) <= crate::read::elf::version_key(max)
+            })
+        };
+        self.glibc.is_none_or(|((a, b), _)| (a, b) <= (2, minor))
+            && within(&self.glibcxx, max_cxx)
+            && within(&self.cxxabi, max_abi)
+    }
 }
 
 #[cfg(test)]

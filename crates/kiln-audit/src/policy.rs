@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use kiln_pins::{Arch, Pins, RuntimeLib};
 
+use crate::error::PolicyError;
 use crate::finding::Rule;
 use serde::Serialize;
 
@@ -55,19 +56,24 @@ pub struct Allow {
 impl Allow {
     /// A waiver from its parts; the error says what is wrong (an unknown rule, a bad glob, no
     /// reason).
-    pub fn new(rule: &str, path: Option<&str>, reason: &str, from: &str) -> Result<Allow, String> {
+    pub fn new(
+        rule: &str,
+        path: Option<&str>,
+        reason: &str,
+        from: &str,
+    ) -> Result<Allow, PolicyError> {
         let rule_id = rule.trim();
-        let rule = Rule::parse(rule_id).ok_or_else(|| {
-            format!("{rule_id:?} is not a rule id (docs/audit-json-schema.md lists them, e.g. reach/gap)")
-        })?;
+        let rule =
+            Rule::parse(rule_id).ok_or_else(|| PolicyError::UnknownRule(rule_id.to_string()))?;
         let reason = reason.trim();
         if reason.is_empty() {
-            return Err(format!(
-                "waiving {rule} needs a reason (RULE[:PATH_GLOB]=REASON)"
-            ));
+            return Err(PolicyError::NoReason(rule));
         }
         let pattern = match path {
-            Some(p) => Some(glob::Pattern::new(p).map_err(|e| format!("path glob {p:?}: {e}"))?),
+            Some(p) => Some(glob::Pattern::new(p).map_err(|error| PolicyError::BadGlob {
+                pattern: p.to_string(),
+                error,
+            })?),
             None => None,
         };
         Ok(Allow {
@@ -80,10 +86,10 @@ impl Allow {
     }
 
     /// `RULE[:PATH_GLOB]=REASON`, as `--allow` takes it.
-    pub fn parse(text: &str) -> Result<Allow, String> {
+    pub fn parse(text: &str) -> Result<Allow, PolicyError> {
         let (spec, reason) = text
             .split_once('=')
-            .ok_or_else(|| format!("{text:?}: expected RULE[:PATH_GLOB]=REASON"))?;
+            .ok_or_else(|| PolicyError::NotAWaiver(text.to_string()))?;
         let (rule, path) = match spec.split_once(':') {
             Some((r, p)) => (r, Some(p)),
             None => (spec, None),
@@ -130,15 +136,20 @@ impl Policy {
     }
 
     /// The waivers of a policy file's `[workspace.metadata.kiln.audit] allow`, checked.
-    pub fn allows_of(pins: &Pins) -> Result<Vec<Allow>, String> {
+    pub fn allows_of(pins: &Pins) -> Result<Vec<Allow>, PolicyError> {
         let from = pins.manifest.display().to_string();
         pins.audit
             .allow
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                Allow::new(&a.rule, a.path.as_deref(), &a.reason, &from)
-                    .map_err(|e| format!("{from}: audit.allow[{i}]: {e}"))
+                Allow::new(&a.rule, a.path.as_deref(), &a.reason, &from).map_err(|e| {
+                    PolicyError::PolicyFile {
+                        file: from.clone(),
+                        index: i,
+                        error: Box::new(e),
+                    }
+                })
             })
             .collect()
     }
@@ -151,32 +162,32 @@ impl Policy {
         expect_ptx: Option<&str>,
         min_driver: Option<u32>,
         platform: Option<&str>,
-    ) -> Result<Policy, String> {
+    ) -> Result<Policy, PolicyError> {
         let mut policy = pins.map(Policy::from_pins).unwrap_or_default();
         if let Some(p) = pins {
             policy.allow = Policy::allows_of(p)?;
         }
+        let flag = |flag: &'static str| {
+            move |e: PolicyError| PolicyError::Flag {
+                flag,
+                error: Box::new(e),
+            }
+        };
         if let Some(list) = expect_sass {
-            policy.expect_sass =
-                Some(parse_arch_list(list).map_err(|e| format!("--expect-sass: {e}"))?);
+            policy.expect_sass = Some(parse_arch_list(list).map_err(flag("--expect-sass"))?);
         }
         if let Some(list) = expect_ptx {
-            policy.expect_ptx =
-                Some(parse_arch_list(list).map_err(|e| format!("--expect-ptx: {e}"))?);
+            policy.expect_ptx = Some(parse_arch_list(list).map_err(flag("--expect-ptx"))?);
         }
         if let Some(d) = min_driver {
             if kiln_pins::max_ptx_isa_for_driver(d).is_none() {
-                return Err(format!(
-                    "--min-driver {d}: older than any driver in kiln's driver/PTX ISA table"
-                ));
+                return Err(PolicyError::DriverTooOld(d));
             }
             policy.min_driver = Some(d);
         }
         if let Some(p) = platform {
             if crate::rules::platform::glibc_ceiling(p).is_none() {
-                return Err(format!(
-                    "--platform {p:?}: not a manylinux platform tag (e.g. manylinux_2_28_x86_64)"
-                ));
+                return Err(PolicyError::NotManylinux(p.to_string()));
             }
             policy.platform = Some(p.to_string());
         }
@@ -201,12 +212,10 @@ impl Policy {
 }
 
 /// Parses "80,86,90a,100f,120" (also "sm_90", "9.0") into archs.
-pub fn parse_arch_list(text: &str) -> Result<Vec<Arch>, String> {
+pub fn parse_arch_list(text: &str) -> Result<Vec<Arch>, PolicyError> {
     let mut out = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let arch = Arch::parse_any(item).ok_or_else(|| {
-            format!("{item:?} is not an arch (expected e.g. 80, 90a, 100f, sm_120)")
-        })?;
+        let arch = Arch::parse_any(item).ok_or_else(|| PolicyError::NotAnArch(item.to_string()))?;
         if !out.contains(&arch) {
             out.push(arch);
         }
@@ -216,22 +225,20 @@ pub fn parse_arch_list(text: &str) -> Result<Vec<Arch>, String> {
 
 /// Parses "8.0,9.0,12.0" (also "80", "sm_90") into generations of kiln-pins' GPU table; a
 /// variant suffix or a capability without a row is an error.
-pub fn parse_gpu_list(text: &str) -> Result<Vec<(u32, u32)>, String> {
+pub fn parse_gpu_list(text: &str) -> Result<Vec<(u32, u32)>, PolicyError> {
     let mut out = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let arch = Arch::parse_any(item)
             .filter(|a| a.variant == kiln_pins::Variant::Plain)
-            .ok_or_else(|| {
-                format!("{item:?} is not a compute capability (expected e.g. 8.0, 9.0, 12.0)")
-            })?;
+            .ok_or_else(|| PolicyError::NotACapability(item.to_string()))?;
         if kiln_pins::gpu_generation(arch.major, arch.minor).is_none() {
             let known: Vec<String> = kiln_pins::GPU_GENERATIONS
                 .iter()
                 .map(|g| g.capability())
                 .collect();
-            return Err(format!(
-                "{item:?} is not a GPU generation kiln knows (known: {})",
-                known.join(", ")
+            return Err(PolicyError::UnknownGeneration(
+                item.to_string(),
+                known.join(", "),
             ));
         }
         if !out.contains(&(arch.major, arch.minor)) {
@@ -239,7 +246,7 @@ pub fn parse_gpu_list(text: &str) -> Result<Vec<(u32, u32)>, String> {
         }
     }
     if out.is_empty() {
-        return Err("no generation listed (expected e.g. 8.0,9.0,12.0)".into());
+        return Err(PolicyError::NoGeneration);
     }
     Ok(out)
 }
@@ -268,11 +275,21 @@ mod tests {
     #[test]
     fn flags_are_validated_with_the_flag_named() {
         let e = Policy::from_flags(None, Some("80,9x"), None, None, None).unwrap_err();
-        assert!(e.starts_with("--expect-sass: "), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "--expect-sass: \"9x\" is not an arch (expected e.g. 80, 90a, 100f, sm_120)"
+        );
+        assert!(matches!(
+            e,
+            PolicyError::Flag {
+                flag: "--expect-sass",
+                ..
+            }
+        ));
         let e = Policy::from_flags(None, None, None, Some(100), None).unwrap_err();
-        assert!(e.contains("--min-driver 100"), "{e}");
+        assert!(e.to_string().contains("--min-driver 100"), "{e}");
         let e = Policy::from_flags(None, None, None, None, Some("linux_x86_64")).unwrap_err();
-        assert!(e.contains("--platform"), "{e}");
+        assert!(e.to_string().contains("--platform"), "{e}");
         let p = Policy::from_flags(None, Some("90a"), Some("120"), Some(580), None).unwrap();
         assert_eq!(p.expect_sass.unwrap()[0].short(), "90a");
         assert_eq!(p.min_driver, Some(580));

@@ -455,9 +455,6 @@ fn of_binary(binary: &Binary, gens: &[usize], driver: Option<u32>) -> Option<Bin
     let targets: BTreeSet<(u32, u32)> = sets.keys().flatten().map(|(t, _)| capability(t)).collect();
     let (lo, hi) = (targets.first()?, targets.last()?);
     let kernels = sets.values().map(Vec::len).sum();
-    // Per set, per kernel: what it is meant for (strict: everything, or its declared gate).
-    let mut groups: Vec<(&BTreeSet<KernelTarget>, Option<Mask>, Vec<&str>)> = Vec::new();
-    let mut specialised_count = 0;
     // A library that dispatches per GPU (some kernel specialised by its targets or its name)
     // also specialises kernels it compiles for exactly one of its SASS targets: cuDNN 9.28's
     // sm_75-only `dgrad_1d<9>`/`dgrad_2d<11>` are Turing's, not missing on 8.0 and up. A
@@ -468,7 +465,37 @@ fn of_binary(binary: &Binary, gens: &[usize], driver: Option<u32>) -> Option<Bin
         && sets
             .iter()
             .any(|(set, names)| names.iter().any(|n| specialised(set, n).is_some()));
-    for (set, names) in &sets {
+    let (groups, specialised_count) = meant_groups(&sets, manifest, dispatching);
+    let cells = gens
+        .iter()
+        .map(|&gi| binary_cell(&groups, gi, driver))
+        .collect();
+    Some(BinaryReach {
+        file: binary.path.clone(),
+        kernels,
+        specialised: specialised_count,
+        strict,
+        lowest: format!("{}.{}", lo.0, lo.1),
+        highest: format!("{}.{}", hi.0, hi.1),
+        range: (*lo, *hi),
+        cells,
+    })
+}
+
+/// Kernels with the same target set and the same GPUs they are meant for (None: every GPU).
+type Group<'a> = (&'a BTreeSet<KernelTarget>, Option<Mask>, Vec<&'a str>);
+
+/// Per set, per kernel: what it is meant for (strict, a kiln-built binary: everything, or its
+/// declared gate); with how many kernels are specialised.
+fn meant_groups<'a>(
+    sets: &'a BTreeMap<BTreeSet<KernelTarget>, Vec<&'a str>>,
+    manifest: Option<&kiln_manifest::Manifest>,
+    dispatching: bool,
+) -> (Vec<Group<'a>>, usize) {
+    let strict = manifest.is_some();
+    let mut groups: Vec<Group> = Vec::new();
+    let mut specialised_count = 0;
+    for (set, names) in sets {
         let mut by_mask: BTreeMap<Option<Mask>, Vec<&str>> = BTreeMap::new();
         // A general kernel is meant for every GPU from its lowest target up: one built only
         // from sm_90 on (NCCL's fp8 reductions) is gated by arch, not missing below it.
@@ -497,82 +524,77 @@ fn of_binary(binary: &Binary, gens: &[usize], driver: Option<u32>) -> Option<Bin
             groups.push((set, m, names));
         }
     }
-    let cells = gens
-        .iter()
-        .map(|&gi| {
-            let g = &GPU_GENERATIONS[gi];
-            let mut cell = ReachCell::new(g);
-            let mut unreached: Vec<&str> = Vec::new();
-            let mut holes: Vec<&str> = Vec::new();
-            let (mut meant_reaching, mut other) = (false, (Path::Exact, None, false));
-            for (set, mask, names) in &groups {
-                let (p, d) = best(set, g, driver);
-                let meant = mask.is_none_or(|m| m & (1 << gi) != 0);
-                cell.kernel_path = cell.kernel_path.max(p);
-                if p == Path::None {
-                    cell.unreached_count += names.len();
-                    unreached.extend(names.iter().copied());
-                    if meant {
-                        cell.holes_count += names.len();
-                        holes.extend(names.iter().copied());
-                    } else {
-                        cell.dispatched_count += names.len();
-                    }
-                    continue;
-                }
-                cell.reached_count += names.len();
-                let d = if p == Path::Ptx { d } else { None };
-                cell.kernel_min_driver = max_some(cell.kernel_min_driver, d);
-                if meant {
-                    meant_reaching = true;
-                    cell.path = cell.path.max(p);
-                    cell.min_driver = max_some(cell.min_driver, d);
-                } else {
-                    other = (other.0.max(p), max_some(other.1, d), true);
-                }
+    (groups, specialised_count)
+}
+
+/// One binary's cell for generation `gi`: how its kernels reach it, and which are holes.
+fn binary_cell(groups: &[Group], gi: usize, driver: Option<u32>) -> ReachCell {
+    let g = &GPU_GENERATIONS[gi];
+    let mut cell = ReachCell::new(g);
+    let mut unreached: Vec<&str> = Vec::new();
+    let mut holes: Vec<&str> = Vec::new();
+    let (mut meant_reaching, mut other) = (false, (Path::Exact, None, false));
+    for (set, mask, names) in groups {
+        let (p, d) = best(set, g, driver);
+        let meant = mask.is_none_or(|m| m & (1 << gi) != 0);
+        cell.kernel_path = cell.kernel_path.max(p);
+        if p == Path::None {
+            cell.unreached_count += names.len();
+            unreached.extend(names.iter().copied());
+            if meant {
+                cell.holes_count += names.len();
+                holes.extend(names.iter().copied());
+            } else {
+                cell.dispatched_count += names.len();
             }
-            if cell.reached_count == 0 {
-                // Nothing runs here: the library does not cover this GPU; holes are kernels
-                // missing where the rest of the library runs.
-                cell.path = Path::None;
-                cell.holes_count = 0;
-                holes.clear();
-            } else if cell.holes_count > 0 {
-                cell.path = Path::None;
-            } else if !meant_reaching && other.2 {
-                // Only kernels specialised for other GPUs run here: that code is what runs.
-                (cell.path, cell.min_driver) = (other.0, other.1);
-            }
-            if cell.path == Path::None {
-                cell.min_driver = None;
-            }
-            if cell.kernel_path == Path::None {
-                cell.kernel_min_driver = None;
-            }
-            for (list, names) in [
-                (&mut cell.unreached, &mut unreached),
-                (&mut cell.holes, &mut holes),
-            ] {
-                names.sort_unstable();
-                *list = names
-                    .iter()
-                    .take(KERNELS_LISTED)
-                    .map(|k| listed(k))
-                    .collect();
-            }
-            cell
-        })
-        .collect();
-    Some(BinaryReach {
-        file: binary.path.clone(),
-        kernels,
-        specialised: specialised_count,
-        strict,
-        lowest: format!("{}.{}", lo.0, lo.1),
-        highest: format!("{}.{}", hi.0, hi.1),
-        range: (*lo, *hi),
-        cells,
-    })
+            continue;
+        }
+        cell.reached_count += names.len();
+        let d = if p == Path::Ptx { d } else { None };
+        cell.kernel_min_driver = max_some(cell.kernel_min_driver, d);
+        if meant {
+            meant_reaching = true;
+            cell.path = cell.path.max(p);
+            cell.min_driver = max_some(cell.min_driver, d);
+        } else {
+            other = (other.0.max(p), max_some(other.1, d), true);
+        }
+    }
+    if cell.reached_count == 0 {
+        // Nothing runs here: the library does not cover this GPU; holes are kernels
+        // missing where the rest of the library runs.
+        cell.path = Path::None;
+        cell.holes_count = 0;
+        holes.clear();
+    } else if cell.holes_count > 0 {
+        cell.path = Path::None;
+    } else if !meant_reaching && other.2 {
+        // Only kernels specialised for other GPUs run here: that code is what runs.
+        (cell.path, cell.min_driver) = (other.0, other.1);
+    }
+    clear_drivers_without_path(&mut cell);
+    for (list, names) in [
+        (&mut cell.unreached, &mut unreached),
+        (&mut cell.holes, &mut holes),
+    ] {
+        names.sort_unstable();
+        *list = names
+            .iter()
+            .take(KERNELS_LISTED)
+            .map(|k| listed(k))
+            .collect();
+    }
+    cell
+}
+
+/// No driver minimum where nothing runs.
+fn clear_drivers_without_path(cell: &mut ReachCell) {
+    if cell.path == Path::None {
+        cell.min_driver = None;
+    }
+    if cell.kernel_path == Path::None {
+        cell.kernel_min_driver = None;
+    }
 }
 
 /// The CPU architectures of the input's ELF binaries.
@@ -587,6 +609,37 @@ fn cpus(binaries: &[Binary]) -> BTreeSet<CpuArch> {
 /// The reach of every binary with device code, and of the input as a whole.
 pub fn of(binaries: &[Binary], driver: Option<u32>) -> Reach {
     let cpu = cpus(binaries);
+    let (gens, omitted) = generations(&cpu);
+    let kernels_listed = binaries
+        .iter()
+        .filter_map(|b| b.device.as_ref())
+        .all(|d| d.kernels_listed);
+    let binaries: Vec<BinaryReach> = binaries
+        .iter()
+        .filter_map(|b| of_binary(b, &gens, driver))
+        .collect();
+    let whole = gens
+        .iter()
+        .enumerate()
+        .map(|(row, &gi)| whole_cell(&binaries, row, gi))
+        .collect();
+    Reach {
+        generations: gens
+            .iter()
+            .map(|&i| GPU_GENERATIONS[i].capability())
+            .collect(),
+        cpu: cpu.iter().map(|c| c.as_str().to_string()).collect(),
+        omitted,
+        driver,
+        kernels_listed,
+        binaries,
+        whole,
+    }
+}
+
+/// The generations (indices into [`GPU_GENERATIONS`]) that come with one of the binaries' CPU
+/// architectures (all, when no binary names one), and why each other one is left out.
+fn generations(cpu: &BTreeSet<CpuArch>) -> (Vec<usize>, Vec<OmittedGeneration>) {
     let mut gens = Vec::new();
     let mut omitted = Vec::new();
     for (i, g) in GPU_GENERATIONS.iter().enumerate() {
@@ -605,62 +658,37 @@ pub fn of(binaries: &[Binary], driver: Option<u32>) -> Reach {
             });
         }
     }
-    let kernels_listed = binaries
-        .iter()
-        .filter_map(|b| b.device.as_ref())
-        .all(|d| d.kernels_listed);
-    let binaries: Vec<BinaryReach> = binaries
-        .iter()
-        .filter_map(|b| of_binary(b, &gens, driver))
-        .collect();
-    let whole = gens
-        .iter()
-        .enumerate()
-        .map(|(row, &gi)| {
-            let mut cell = ReachCell::new(&GPU_GENERATIONS[gi]);
-            if binaries.is_empty() {
-                cell.path = Path::None;
-                cell.kernel_path = Path::None;
-            }
-            for b in &binaries {
-                let c = &b.cells[row];
-                cell.path = cell.path.max(c.path);
-                cell.kernel_path = cell.kernel_path.max(c.kernel_path);
-                cell.min_driver = max_some(cell.min_driver, c.min_driver);
-                cell.kernel_min_driver = max_some(cell.kernel_min_driver, c.kernel_min_driver);
-                cell.reached_count += c.reached_count;
-                cell.dispatched_count += c.dispatched_count;
-                cell.unreached_count += c.unreached_count;
-                cell.holes_count += c.holes_count;
-                for (list, from) in [
-                    (&mut cell.unreached, &c.unreached),
-                    (&mut cell.holes, &c.holes),
-                ] {
-                    let room = KERNELS_LISTED.saturating_sub(list.len());
-                    list.extend(from.iter().take(room).map(|k| format!("{}: {k}", b.file)));
-                }
-            }
-            if cell.path == Path::None {
-                cell.min_driver = None;
-            }
-            if cell.kernel_path == Path::None {
-                cell.kernel_min_driver = None;
-            }
-            cell
-        })
-        .collect();
-    Reach {
-        generations: gens
-            .iter()
-            .map(|&i| GPU_GENERATIONS[i].capability())
-            .collect(),
-        cpu: cpu.iter().map(|c| c.as_str().to_string()).collect(),
-        omitted,
-        driver,
-        kernels_listed,
-        binaries,
-        whole,
+    (gens, omitted)
+}
+
+/// The input's cell for generation `gi` (row `row` of every binary's cells): the best path,
+/// the counts summed, the first [`KERNELS_LISTED`] kernels named with their file.
+fn whole_cell(binaries: &[BinaryReach], row: usize, gi: usize) -> ReachCell {
+    let mut cell = ReachCell::new(&GPU_GENERATIONS[gi]);
+    if binaries.is_empty() {
+        cell.path = Path::None;
+        cell.kernel_path = Path::None;
     }
+    for b in binaries {
+        let c = &b.cells[row];
+        cell.path = cell.path.max(c.path);
+        cell.kernel_path = cell.kernel_path.max(c.kernel_path);
+        cell.min_driver = max_some(cell.min_driver, c.min_driver);
+        cell.kernel_min_driver = max_some(cell.kernel_min_driver, c.kernel_min_driver);
+        cell.reached_count += c.reached_count;
+        cell.dispatched_count += c.dispatched_count;
+        cell.unreached_count += c.unreached_count;
+        cell.holes_count += c.holes_count;
+        for (list, from) in [
+            (&mut cell.unreached, &c.unreached),
+            (&mut cell.holes, &c.holes),
+        ] {
+            let room = KERNELS_LISTED.saturating_sub(list.len());
+            list.extend(from.iter().take(room).map(|k| format!("{}: {k}", b.file)));
+        }
+    }
+    clear_drivers_without_path(&mut cell);
+    cell
 }
 
 /// Kernels of a binary with no PTX and only `a` or `f` SASS: nothing beyond their own arch or

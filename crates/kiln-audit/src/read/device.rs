@@ -7,6 +7,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::read::error::ReadError;
+
 /// The device code found in one binary.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DeviceCode {
@@ -235,20 +237,24 @@ fn take(budget: &AtomicU64, n: u64) -> bool {
 }
 
 /// Reads a `.nv_fatbin` section. Err: the container structure itself is broken.
-pub fn read(section: &[u8], list_kernels: bool) -> Result<DeviceCode, String> {
+pub fn read(section: &[u8], list_kernels: bool) -> Result<DeviceCode, ReadError> {
     read_with(section, list_kernels, false)
 }
 
 /// [`read`]; `mapped`: the section lies in a spilled member's mapping, and each entry's pages
 /// are handed back once it is read.
-pub fn read_with(section: &[u8], list_kernels: bool, mapped: bool) -> Result<DeviceCode, String> {
+pub fn read_with(
+    section: &[u8],
+    list_kernels: bool,
+    mapped: bool,
+) -> Result<DeviceCode, ReadError> {
     read_to(section, Depth::listing(list_kernels), mapped)
 }
 
 /// Reads `__nv_relfatbin`: each entry's header only. Relocatable device code is input for a
 /// device link that the driver never loads, so its payloads prove nothing; decoding them was
 /// NCCL 2.30.7's second-largest cost (a 127 MB section).
-pub fn read_relocatable(section: &[u8], mapped: bool) -> Result<DeviceCode, String> {
+pub fn read_relocatable(section: &[u8], mapped: bool) -> Result<DeviceCode, ReadError> {
     read_to(section, Depth::Headers, mapped)
 }
 
@@ -273,8 +279,8 @@ impl Depth {
     }
 }
 
-fn read_to(section: &[u8], depth: Depth, mapped: bool) -> Result<DeviceCode, String> {
-    let containers = container::parse(section).map_err(|e| e.to_string())?;
+fn read_to(section: &[u8], depth: Depth, mapped: bool) -> Result<DeviceCode, ReadError> {
+    let containers = container::parse(section)?;
     // Parsing touched a page (and the kernel maps its neighbours) per entry header across the
     // whole section: hand them back before the payloads are read (most of the 115 MB that stayed
     // resident on cuDNN); each entry's own pages go back once it is read.
@@ -326,65 +332,10 @@ pub fn scan(
     list_kernels: bool,
     mapped: bool,
 ) -> (usize, Vec<EntryFacts>) {
-    // Behind the search cursor, a mapped section's pages are handed back every RELEASE_SPAN.
-    let mut released = 0;
-    let mut release_behind = |at: usize| {
-        if mapped && at >= released + RELEASE_SPAN {
-            crate::read::spill::release(&section[released..at], true);
-            released = at;
-        }
-    };
     let budget = AtomicU64::new(decompression_budget(section.len()));
-    let mut containers = Vec::new();
-    let mut cubins: Vec<(usize, &[u8])> = Vec::new();
-    let magic = container::MAGIC.to_le_bytes();
-    let mut at = 0;
-    let magic_finder = memchr::memmem::Finder::new(&magic);
-    while let Some(hit) = find_within(&magic_finder, &section[at..], mapped) {
-        let o = at + hit;
-        release_behind(o);
-        if containers.len() >= MAX_IMAGES_PER_SECTION {
-            break;
-        }
-        match container::parse_one(section, o) {
-            Ok((c, end)) if !c.entries.is_empty() => {
-                containers.push(c);
-                at = end;
-            }
-            _ => at = o + 1,
-        }
-    }
+    let containers = find_containers(section, mapped);
     crate::read::spill::release(section, mapped);
-    let mut released = 0;
-    let mut release_behind = |at: usize| {
-        if mapped && at >= released + RELEASE_SPAN {
-            crate::read::spill::release(&section[released..at], true);
-            released = at;
-        }
-    };
-    let mut at = 0;
-    let elf_finder = memchr::memmem::Finder::new(b"\x7fELF");
-    while let Some(hit) = find_within(&elf_finder, &section[at..], mapped) {
-        let o = at + hit;
-        at = o + 1;
-        release_behind(o);
-        if cubins.len() >= MAX_IMAGES_PER_SECTION {
-            break;
-        }
-        // A cubin inside a container was found above; only free-standing ones here.
-        if containers.iter().any(|c| {
-            c.offset <= o
-                && c.entries
-                    .last()
-                    .is_some_and(|e| o <= e.offset + 64 + e.payload.len())
-        }) {
-            continue;
-        }
-        let image = &section[o..];
-        if kiln_fatbin::cubin::sm(image).is_ok() {
-            cubins.push((o, image));
-        }
-    }
+    let cubins = find_raw_cubins(section, &containers, mapped);
     crate::read::spill::release(section, mapped);
     let mut entries = entries_of(
         &containers,
@@ -403,6 +354,90 @@ pub fn scan(
         e.section = Some(name.to_string());
     }
     (containers.len() + cubins.len(), entries)
+}
+
+/// Behind a search cursor, a mapped section's pages handed back every [`RELEASE_SPAN`].
+struct ReleaseBehind<'a> {
+    section: &'a [u8],
+    mapped: bool,
+    released: usize,
+}
+
+impl<'a> ReleaseBehind<'a> {
+    fn new(section: &'a [u8], mapped: bool) -> ReleaseBehind<'a> {
+        ReleaseBehind {
+            section,
+            mapped,
+            released: 0,
+        }
+    }
+
+    fn at(&mut self, at: usize) {
+        if self.mapped && at >= self.released + RELEASE_SPAN {
+            crate::read::spill::release(&self.section[self.released..at], true);
+            self.released = at;
+        }
+    }
+}
+
+/// Fatbin containers anywhere in `section`, each kept when it parses whole with entries (at
+/// most [`MAX_IMAGES_PER_SECTION`]).
+fn find_containers(section: &[u8], mapped: bool) -> Vec<container::Container<'_>> {
+    let mut release = ReleaseBehind::new(section, mapped);
+    let mut containers = Vec::new();
+    let magic = container::MAGIC.to_le_bytes();
+    let mut at = 0;
+    let magic_finder = memchr::memmem::Finder::new(&magic);
+    while let Some(hit) = find_within(&magic_finder, &section[at..], mapped) {
+        let o = at + hit;
+        release.at(o);
+        if containers.len() >= MAX_IMAGES_PER_SECTION {
+            break;
+        }
+        match container::parse_one(section, o) {
+            Ok((c, end)) if !c.entries.is_empty() => {
+                containers.push(c);
+                at = end;
+            }
+            _ => at = o + 1,
+        }
+    }
+    containers
+}
+
+/// Free-standing cubins (ELF `EM_CUDA` images outside every container found) in `section`:
+/// (offset, bytes from there on), at most [`MAX_IMAGES_PER_SECTION`].
+fn find_raw_cubins<'s>(
+    section: &'s [u8],
+    containers: &[container::Container],
+    mapped: bool,
+) -> Vec<(usize, &'s [u8])> {
+    let mut release = ReleaseBehind::new(section, mapped);
+    let mut cubins: Vec<(usize, &[u8])> = Vec::new();
+    let mut at = 0;
+    let elf_finder = memchr::memmem::Finder::new(b"\x7fELF");
+    while let Some(hit) = find_within(&elf_finder, &section[at..], mapped) {
+        let o = at + hit;
+        at = o + 1;
+        release.at(o);
+        if cubins.len() >= MAX_IMAGES_PER_SECTION {
+            break;
+        }
+        // A cubin inside a container was found above; only free-standing ones here.
+        if containers.iter().any(|c| {
+            c.offset <= o
+                && c.entries
+                    .last()
+                    .is_some_and(|e| o <= e.offset + 64 + e.payload.len())
+        }) {
+            continue;
+        }
+        let image = &section[o..];
+        if kiln_fatbin::cubin::sm(image).is_ok() {
+            cubins.push((o, image));
+        }
+    }
+    cubins
 }
 
 /// The next match in `hay`, searched a RELEASE_SPAN at a time (with an overlap for a match
@@ -475,7 +510,41 @@ fn entry_facts(
     depth: Depth,
     budget: &AtomicU64,
 ) -> EntryFacts {
-    let mut facts = EntryFacts {
+    let mut facts = header_facts(container, e);
+    let needs_payload = match depth {
+        Depth::Headers => false,
+        Depth::Ptx => e.kind == container::EntryKind::Ptx,
+        Depth::Kernels => true,
+    };
+    if !needs_payload || matches!(e.kind, container::EntryKind::Other(_)) {
+        return finish(facts);
+    }
+    if let Err(err) = e.check_claim() {
+        facts.error = Some(err.to_string());
+        return finish(facts);
+    }
+    if e.compression != container::Compression::None && !take(budget, e.decompressed_size) {
+        facts.error = Some(
+            "not decompressed: the section's compressed entries claim more inflated bytes together than its budget (128 MiB + 64x the section size)".into(),
+        );
+        return finish(facts);
+    }
+    if e.kind == container::EntryKind::Elf
+        && e.compression == container::Compression::Zstd
+        && e.decompressed_size > SPARSE_FROM
+    {
+        if let Some(sparse) = sparse_cubin_facts(e, &facts) {
+            return finish(sparse);
+        }
+    }
+    decompress_and_read(e, &mut facts);
+    finish(facts)
+}
+
+/// What an entry's header says: kind, target, sizes, compression, and a PTX entry's ISA (the
+/// text wins when it is read and readable).
+fn header_facts(container: usize, e: &container::Entry) -> EntryFacts {
+    EntryFacts {
         container,
         offset: e.offset,
         kind: match e.kind {
@@ -508,42 +577,16 @@ fn entry_facts(
         kernels: Vec::new(),
         kernels_demangled: Vec::new(),
         ptx_isa: None,
-        ptx_isa_num: None,
+        ptx_isa_num: (e.kind == container::EntryKind::Ptx)
+            .then_some((e.version.0 as u32, e.version.1 as u32)),
         label_mismatch: None,
         error: None,
         section: None,
-    };
-    if e.kind == container::EntryKind::Ptx {
-        // The header carries the ISA too; the text (below) wins when readable.
-        let (major, minor) = e.version;
-        facts.ptx_isa_num = Some((major as u32, minor as u32));
     }
-    let needs_payload = match depth {
-        Depth::Headers => false,
-        Depth::Ptx => e.kind == container::EntryKind::Ptx,
-        Depth::Kernels => true,
-    };
-    if !needs_payload || matches!(e.kind, container::EntryKind::Other(_)) {
-        return finish(facts);
-    }
-    if let Err(err) = e.check_claim() {
-        facts.error = Some(err.to_string());
-        return finish(facts);
-    }
-    if e.compression != container::Compression::None && !take(budget, e.decompressed_size) {
-        facts.error = Some(
-            "not decompressed: the section's compressed entries claim more inflated bytes together than its budget (128 MiB + 64x the section size)".into(),
-        );
-        return finish(facts);
-    }
-    if e.kind == container::EntryKind::Elf
-        && e.compression == container::Compression::Zstd
-        && e.decompressed_size > SPARSE_FROM
-    {
-        if let Some(sparse) = sparse_cubin_facts(e, &facts) {
-            return finish(sparse);
-        }
-    }
+}
+
+/// The payload decompressed into the thread's reused buffer and read into `facts`.
+fn decompress_and_read(e: &container::Entry, facts: &mut EntryFacts) {
     thread_local! {
         // One decompression buffer per worker thread, reused across entries.
         static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -553,7 +596,7 @@ fn entry_facts(
     BUF.with(|buf| {
         let mut buf = buf.borrow_mut();
         match e.decompress_with(&mut buf) {
-            Ok(payload) => read_payload(e, payload, &mut facts),
+            Ok(payload) => read_payload(e, payload, facts),
             Err(err) => facts.error = Some(err.to_string()),
         }
         // Keep a typical cubin's worth of capacity, not the largest entry ever seen.
@@ -561,7 +604,6 @@ fn entry_facts(
             *buf = Vec::new();
         }
     });
-    finish(facts)
 }
 
 fn read_payload(e: &container::Entry, payload: &[u8], facts: &mut EntryFacts) {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::facts::{ReadProblem, WheelMeta};
-use crate::read::input::read_dist_info;
+use crate::read::dist_info::read_dist_info;
 
 /// `.dist-info` directories read from one directory input; past this the rest is a problem
 /// (a large ML environment has a few hundred).

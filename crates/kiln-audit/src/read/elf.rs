@@ -1,11 +1,13 @@
 //! Facts from one ELF file: dynamic linkage, symbol versions, dlopen notes, device code sections.
 
 use object::elf;
-use object::read::elf::{Dyn, FileHeader, SectionHeader, Sym};
+use object::read::elf::{Dyn, FileHeader, SectionHeader, SectionTable, Sym};
+use object::read::StringTable;
 use object::Endianness;
 use serde::Serialize;
 
 use crate::read::elf_dynamic::{self, DynamicView};
+use crate::read::error::ReadError;
 
 type Header = elf::FileHeader64<Endianness>;
 
@@ -163,9 +165,9 @@ pub fn is_elf(bytes: &[u8]) -> bool {
     bytes.starts_with(b"\x7fELF")
 }
 
-/// Reads an ELF; errors are messages (the caller turns them into findings).
+/// Reads an ELF; an error says which structure could not be read (the caller keeps its text).
 #[cfg(test)]
-pub fn read(data: &[u8]) -> Result<ElfFacts, String> {
+pub fn read(data: &[u8]) -> Result<ElfFacts, ReadError> {
     read_with(data, false)
 }
 
@@ -175,190 +177,183 @@ const SCAN_SPAN: usize = 16 << 20;
 /// [`read`]; `mapped`: `data` is a spilled member's mapping, whose `.rodata` pages are handed
 /// back as the soname search passes them. A library with 240 MB of raw cubins in `.rodata`
 /// otherwise had all of them resident at once (the search touches every page).
-pub fn read_with(data: &[u8], mapped: bool) -> Result<ElfFacts, String> {
+///
+/// One step per table: the section headers' `.dynamic` and version needs, then the loader's
+/// view (`PT_DYNAMIC`, which the facts come from), the symbol versions, the dynamic symbols,
+/// the `.rodata` soname search, and each section by its kind.
+pub fn read_with(data: &[u8], mapped: bool) -> Result<ElfFacts, ReadError> {
     if data.get(4) == Some(&elf::ELFCLASS32) {
-        return Err("32-bit ELF: not analysed (CUDA wheels are 64-bit)".into());
+        return Err(ReadError::Elf32);
     }
-    let header = Header::parse(data).map_err(|e| e.to_string())?;
-    let endian = header.endian().map_err(|e| e.to_string())?;
-    let sections = header.sections(endian, data).map_err(|e| e.to_string())?;
+    let header = Header::parse(data)?;
+    let endian = header.endian()?;
+    let sections = header.sections(endian, data)?;
     let mut facts = ElfFacts {
         machine: header.e_machine(endian),
         ..Default::default()
     };
+    let elf = Elf {
+        data,
+        endian,
+        sections,
+    };
+    let section_view = elf.section_dynamic()?;
+    let section_needs = elf.section_version_needs()?;
+    let version_needs = loader_view(data, section_view, section_needs, &mut facts)?;
+    newest_versions(&version_needs, &mut facts);
+    facts.undefined_symbols = elf.undefined_symbols();
+    facts.rodata_sonames = elf.rodata_sonames(mapped);
+    for section in elf.sections.iter() {
+        elf.read_section(section, &mut facts)?;
+    }
+    Ok(facts)
+}
 
-    // The section headers' view (what readelf -d shows), then the loader's (PT_DYNAMIC): the
-    // facts are the loader's, and any difference between the two is itself a fact.
-    let mut sec = DynamicView::default();
-    let mut has_dynamic_section = false;
-    for section in sections.iter() {
-        if section.sh_type(endian) == elf::SHT_DYNAMIC {
-            let Some((dyns, link)) = section.dynamic(endian, data).map_err(|e| e.to_string())?
-            else {
+/// One parsed ELF: its bytes, byte order and section table.
+struct Elf<'d> {
+    data: &'d [u8],
+    endian: Endianness,
+    sections: SectionTable<'d, Header>,
+}
+
+type Section = elf::SectionHeader64<Endianness>;
+
+impl<'d> Elf<'d> {
+    /// The section headers' `.dynamic` (what readelf -d shows): None when no `SHT_DYNAMIC`
+    /// section has entries.
+    fn section_dynamic(&self) -> Result<Option<DynamicView>, ReadError> {
+        let (endian, data) = (self.endian, self.data);
+        let mut view = None;
+        for section in self.sections.iter() {
+            if section.sh_type(endian) != elf::SHT_DYNAMIC {
+                continue;
+            }
+            let Some((dyns, link)) = section.dynamic(endian, data)? else {
                 continue;
             };
-            has_dynamic_section = true;
-            let strings = sections
-                .strings(endian, data, link)
-                .map_err(|e| e.to_string())?;
+            let strings = self.sections.strings(endian, data, link)?;
+            let sec: &mut DynamicView = view.get_or_insert_with(DynamicView::default);
             for d in dyns {
-                let tag = d.d_tag(endian);
-                if tag == elf::DT_NULL as u64 {
+                if d.d_tag(endian) == elf::DT_NULL as u64 {
                     break;
                 }
-                let text = || -> Result<String, String> {
-                    let s = d
-                        .string(endian, strings)
-                        .map_err(|e| format!("dynamic string: {e}"))?;
-                    Ok(String::from_utf8_lossy(s).into_owned())
-                };
-                match u32::try_from(tag).unwrap_or(0) {
-                    elf::DT_NEEDED => {
-                        if sec.needed.len() == elf_dynamic::MAX_NEEDED {
-                            return Err(format!(
-                                "more than {} DT_NEEDED entries",
-                                elf_dynamic::MAX_NEEDED
-                            ));
-                        }
-                        sec.needed.push(text()?)
-                    }
-                    elf::DT_SONAME => sec.soname = Some(text()?),
-                    elf::DT_RUNPATH => sec.runpath.extend(
-                        text()?
-                            .split(':')
-                            .filter(|s| !s.is_empty())
-                            .map(String::from),
-                    ),
-                    elf::DT_RPATH => sec.rpath.extend(
-                        text()?
-                            .split(':')
-                            .filter(|s| !s.is_empty())
-                            .map(String::from),
-                    ),
-                    _ => {}
-                }
+                self.dynamic_entry(d, strings, sec)?;
             }
         }
+        Ok(view)
     }
-    let mut section_version_needs = Vec::new();
-    if let Some((mut verneed, link)) = sections
-        .gnu_verneed(endian, data)
-        .map_err(|e| e.to_string())?
-    {
-        let strings = sections
-            .strings(endian, data, link)
-            .map_err(|e| e.to_string())?;
+
+    /// One `.dynamic` entry into `sec`: NEEDED, SONAME, RUNPATH, RPATH.
+    fn dynamic_entry(
+        &self,
+        d: &elf::Dyn64<Endianness>,
+        strings: StringTable<'d>,
+        sec: &mut DynamicView,
+    ) -> Result<(), ReadError> {
+        let endian = self.endian;
+        let text = || -> Result<String, ReadError> {
+            let s = d
+                .string(endian, strings)
+                .map_err(ReadError::DynamicString)?;
+            Ok(String::from_utf8_lossy(s).into_owned())
+        };
+        let split = |t: String| -> Vec<String> {
+            t.split(':')
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        match u32::try_from(d.d_tag(endian)).unwrap_or(0) {
+            elf::DT_NEEDED => {
+                if sec.needed.len() == elf_dynamic::MAX_NEEDED {
+                    return Err(ReadError::TooManyNeeded(elf_dynamic::MAX_NEEDED));
+                }
+                sec.needed.push(text()?)
+            }
+            elf::DT_SONAME => sec.soname = Some(text()?),
+            elf::DT_RUNPATH => sec.runpath.extend(split(text()?)),
+            elf::DT_RPATH => sec.rpath.extend(split(text()?)),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The version-need names of the section headers' `.gnu.version_r`, in table order.
+    fn section_version_needs(&self) -> Result<Vec<String>, ReadError> {
+        let (endian, data) = (self.endian, self.data);
+        let mut out = Vec::new();
+        let Some((mut verneed, link)) = self.sections.gnu_verneed(endian, data)? else {
+            return Ok(out);
+        };
+        let strings = self.sections.strings(endian, data, link)?;
         // Each record is 16 bytes; more iterations than that means the links loop.
         let budget = data.len() / 16 + 1;
         let mut records = 0usize;
-        while let Some((record, mut aux)) = verneed.next().map_err(|e| e.to_string())? {
+        while let Some((record, mut aux)) = verneed.next()? {
             let version = record.vn_version.get(endian);
             if version != 1 {
-                return Err(format!(
-                    "unsupported version {version} of a Verneed record (ld.so refuses the file)"
-                ));
+                return Err(ReadError::VerneedVersion(version));
             }
             records += 1;
             if records > budget {
-                return Err(
-                    "version-needs table loops (more records than the file can hold)".into(),
-                );
+                return Err(ReadError::VerneedLoops("records"));
             }
-            while let Some(vernaux) = aux.next().map_err(|e| e.to_string())? {
+            while let Some(vernaux) = aux.next()? {
                 records += 1;
                 if records > budget {
-                    return Err(
-                        "version-needs table loops (more entries than the file can hold)".into(),
-                    );
+                    return Err(ReadError::VerneedLoops("entries"));
                 }
-                let name = vernaux.name(endian, strings).map_err(|e| e.to_string())?;
-                section_version_needs.push(String::from_utf8_lossy(name).into_owned());
+                let name = vernaux.name(endian, strings)?;
+                out.push(String::from_utf8_lossy(name).into_owned());
             }
         }
-    }
-    let version_needs = match elf_dynamic::read(data)? {
-        Some(view) => {
-            if has_dynamic_section {
-                if let Some(diff) = differ(&sec, &view) {
-                    facts.dynamic_mismatch = Some(diff);
-                }
-            }
-            let needs = view.version_needs;
-            facts.needed = view.needed;
-            facts.soname = view.soname;
-            facts.runpath = view.runpath;
-            facts.rpath = view.rpath;
-            if needs.is_empty() {
-                section_version_needs
-            } else {
-                needs
-            }
-        }
-        None => {
-            if has_dynamic_section && sec != DynamicView::default() {
-                facts.dynamic_mismatch = Some(
-                    "section headers carry a .dynamic with entries, but there is no PT_DYNAMIC program header: the loader sees none of them".into(),
-                );
-            }
-            section_version_needs
-        }
-    };
-    for name in &version_needs {
-        if let Some(v) = name.strip_prefix("GLIBC_") {
-            if let Some(v) = parse_major_minor(v) {
-                facts.max_glibc = facts.max_glibc.max(Some(v));
-            }
-        } else if let Some(v) = name.strip_prefix("GLIBCXX_") {
-            keep_newest(&mut facts.max_glibcxx, v);
-        } else if let Some(v) = name.strip_prefix("CXXABI_") {
-            keep_newest(&mut facts.max_cxxabi, v);
-        }
+        Ok(out)
     }
 
-    if let Ok(symbols) = sections.symbols(endian, data, elf::SHT_DYNSYM) {
-        facts.undefined_symbols = symbols
+    /// Undefined dynamic symbols (0 when `.dynsym` cannot be read).
+    fn undefined_symbols(&self) -> usize {
+        let endian = self.endian;
+        let Ok(symbols) = self.sections.symbols(endian, self.data, elf::SHT_DYNSYM) else {
+            return 0;
+        };
+        symbols
             .iter()
             .skip(1)
             .filter(|s| s.st_shndx(endian) == elf::SHN_UNDEF && s.st_name(endian) != 0)
-            .count();
+            .count()
     }
 
-    let mut rodata_sonames = std::collections::BTreeSet::new();
-    for section in sections.iter() {
-        let name = sections.section_name(endian, section).unwrap_or(b"");
-        if name.starts_with(b".rodata") && section.sh_type(endian) == elf::SHT_PROGBITS {
+    /// Sonames named as strings in every `.rodata*` section, sorted.
+    fn rodata_sonames(&self, mapped: bool) -> Vec<String> {
+        let (endian, data) = (self.endian, self.data);
+        let mut found = std::collections::BTreeSet::new();
+        for section in self.sections.iter() {
+            let name = self.sections.section_name(endian, section).unwrap_or(b"");
+            if !name.starts_with(b".rodata") || section.sh_type(endian) != elf::SHT_PROGBITS {
+                continue;
+            }
             if let Some(r) = file_range(endian, section, data.len()) {
-                // Windows overlapping by a soname's longest match (256 bytes), each handed
-                // back once searched; a soname across a seam is found in the next window.
-                let rodata = &data[r];
-                let mut at = 0;
-                while at < rodata.len() {
-                    let end = (at + SCAN_SPAN).min(rodata.len());
-                    let window_end = (end + 256).min(rodata.len());
-                    soname_strings_from(&rodata[..window_end], at, end, &mut rodata_sonames);
-                    crate::read::spill::release(&rodata[at..end], mapped);
-                    at = end;
-                }
+                search_rodata(&data[r], mapped, &mut found);
             }
         }
+        found.into_iter().collect()
+    }
+
+    /// One section into `facts`, by its name and kind: `.nv_fatbin`, `__nv_relfatbin`, another
+    /// data section (device code a library may load itself), `.kiln_manifest`, notes.
+    fn read_section(&self, section: &Section, facts: &mut ElfFacts) -> Result<(), ReadError> {
+        let (endian, data) = (self.endian, self.data);
+        let name = self.sections.section_name(endian, section).unwrap_or(b"");
+        let kind = section.sh_type(endian);
         match name {
-            b".nv_fatbin" if section.sh_type(endian) != elf::SHT_NOBITS => {
-                let (off, size) = section
-                    .file_range(endian)
-                    .ok_or("`.nv_fatbin` has no file range")?;
-                let start = usize::try_from(off).map_err(|_| "`.nv_fatbin` offset overflows")?;
-                let end = usize::try_from(size)
-                    .ok()
-                    .and_then(|s| start.checked_add(s))
-                    .filter(|&e| e <= data.len())
-                    .ok_or_else(|| format!("`.nv_fatbin` ({size} bytes at {off}) runs past the end of the file ({} bytes)", data.len()))?;
-                facts.nv_fatbin = Some(start..end);
+            b".nv_fatbin" if kind != elf::SHT_NOBITS => {
+                facts.nv_fatbin = Some(nv_fatbin_range(endian, section, data.len())?);
             }
             b"__nv_relfatbin" => {
                 facts.has_relfatbin = true;
                 facts.relfatbin = file_range(endian, section, data.len());
             }
-            _ if section.sh_type(endian) == elf::SHT_PROGBITS
+            _ if kind == elf::SHT_PROGBITS
                 && section.sh_flags(endian) & u64::from(elf::SHF_EXECINSTR) == 0
                 && name != b".kiln_manifest"
                 && !name.starts_with(b".debug")
@@ -370,50 +365,129 @@ pub fn read_with(data: &[u8], mapped: bool) -> Result<ElfFacts, String> {
                         .push((String::from_utf8_lossy(name).into_owned(), r));
                 }
             }
-            b".kiln_manifest" if section.sh_type(endian) != elf::SHT_NOBITS => {
-                match section.data(endian, data) {
-                    Ok(bytes) => match std::str::from_utf8(bytes)
-                        .map_err(|e| e.to_string())
-                        .and_then(|t| {
-                            kiln_manifest::Manifest::from_json(t.trim_end_matches('\0'))
-                                .map_err(|e| e.to_string())
-                        }) {
-                        Ok(m) => facts.build_manifest = Some(m),
-                        Err(e) => {
-                            facts.build_manifest_error =
-                                Some(format!("not a kiln build manifest: {e}"))
-                        }
-                    },
-                    Err(_) => {
-                        facts.build_manifest_error =
-                            Some("`.kiln_manifest` runs past the end of the file".into())
-                    }
-                }
+            b".kiln_manifest" if kind != elf::SHT_NOBITS => {
+                read_build_manifest(section.data(endian, data).ok(), facts)
             }
-            _ if section.sh_type(endian) == elf::SHT_NOTE => {
-                let Ok(Some(mut notes)) = section.notes(endian, data) else {
-                    continue;
-                };
-                loop {
-                    match notes.next() {
-                        Ok(Some(note)) => {
-                            if note.name() == b"FDO" && note.n_type(endian) == FDO_DLOPEN_NOTE {
-                                read_dlopen_note(note.desc(), &mut facts);
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            facts.dlopen_errors.push(format!("note section: {e}"));
-                            break;
-                        }
-                    }
-                }
-            }
+            _ if kind == elf::SHT_NOTE => self.read_notes(section, facts),
             _ => {}
         }
+        Ok(())
     }
-    facts.rodata_sonames = rodata_sonames.into_iter().collect();
-    Ok(facts)
+
+    /// The `.note.dlopen` notes of a note section; a note list that breaks off is a
+    /// `dlopen_errors` entry.
+    fn read_notes(&self, section: &Section, facts: &mut ElfFacts) {
+        let endian = self.endian;
+        let Ok(Some(mut notes)) = section.notes(endian, self.data) else {
+            return;
+        };
+        loop {
+            match notes.next() {
+                Ok(Some(note)) => {
+                    if note.name() == b"FDO" && note.n_type(endian) == FDO_DLOPEN_NOTE {
+                        read_dlopen_note(note.desc(), facts);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    facts.dlopen_errors.push(format!("note section: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The loader's view (`PT_DYNAMIC`) into `facts`, with how the section headers' view differs
+/// from it; returns the version needs to judge (the loader's, else the sections').
+fn loader_view(
+    data: &[u8],
+    section_view: Option<DynamicView>,
+    section_needs: Vec<String>,
+    facts: &mut ElfFacts,
+) -> Result<Vec<String>, ReadError> {
+    let Some(view) = elf_dynamic::read(data)? else {
+        if section_view.is_some_and(|sec| sec != DynamicView::default()) {
+            facts.dynamic_mismatch = Some(
+                "section headers carry a .dynamic with entries, but there is no PT_DYNAMIC program header: the loader sees none of them".into(),
+            );
+        }
+        return Ok(section_needs);
+    };
+    if let Some(sec) = &section_view {
+        facts.dynamic_mismatch = differ(sec, &view);
+    }
+    facts.needed = view.needed;
+    facts.soname = view.soname;
+    facts.runpath = view.runpath;
+    facts.rpath = view.rpath;
+    Ok(if view.version_needs.is_empty() {
+        section_needs
+    } else {
+        view.version_needs
+    })
+}
+
+/// The newest GLIBC_, GLIBCXX_ and CXXABI_ versions among `version_needs`, into `facts`.
+fn newest_versions(version_needs: &[String], facts: &mut ElfFacts) {
+    for name in version_needs {
+        if let Some(v) = name.strip_prefix("GLIBC_") {
+            if let Some(v) = parse_major_minor(v) {
+                facts.max_glibc = facts.max_glibc.max(Some(v));
+            }
+        } else if let Some(v) = name.strip_prefix("GLIBCXX_") {
+            keep_newest(&mut facts.max_glibcxx, v);
+        } else if let Some(v) = name.strip_prefix("CXXABI_") {
+            keep_newest(&mut facts.max_cxxabi, v);
+        }
+    }
+}
+
+/// Sonames in one `.rodata*` section's bytes, searched in windows overlapping by a soname's
+/// longest match (256 bytes), each handed back once searched; a soname across a seam is found
+/// in the next window.
+fn search_rodata(rodata: &[u8], mapped: bool, found: &mut std::collections::BTreeSet<String>) {
+    let mut at = 0;
+    while at < rodata.len() {
+        let end = (at + SCAN_SPAN).min(rodata.len());
+        let window_end = (end + 256).min(rodata.len());
+        soname_strings_from(&rodata[..window_end], at, end, found);
+        crate::read::spill::release(&rodata[at..end], mapped);
+        at = end;
+    }
+}
+
+/// `.nv_fatbin`'s bytes as a range of the file; an error when they do not lie inside it.
+fn nv_fatbin_range(
+    endian: Endianness,
+    section: &Section,
+    len: usize,
+) -> Result<std::ops::Range<usize>, ReadError> {
+    let (offset, size) = section.file_range(endian).ok_or(ReadError::FatbinNoRange)?;
+    let start = usize::try_from(offset).map_err(|_| ReadError::FatbinOffset)?;
+    usize::try_from(size)
+        .ok()
+        .and_then(|s| start.checked_add(s))
+        .filter(|&e| e <= len)
+        .map(|end| start..end)
+        .ok_or(ReadError::FatbinPastEnd { size, offset, len })
+}
+
+/// `.kiln_manifest`'s bytes (None: they run past the end of the file) into
+/// `build_manifest`, or why not into `build_manifest_error`.
+fn read_build_manifest(bytes: Option<&[u8]>, facts: &mut ElfFacts) {
+    let Some(bytes) = bytes else {
+        facts.build_manifest_error = Some("`.kiln_manifest` runs past the end of the file".into());
+        return;
+    };
+    match std::str::from_utf8(bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|t| {
+            kiln_manifest::Manifest::from_json(t.trim_end_matches('\0')).map_err(|e| e.to_string())
+        }) {
+        Ok(m) => facts.build_manifest = Some(m),
+        Err(e) => facts.build_manifest_error = Some(format!("not a kiln build manifest: {e}")),
+    }
 }
 
 fn read_dlopen_note(desc: &[u8], facts: &mut ElfFacts) {

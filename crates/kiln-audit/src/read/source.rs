@@ -7,6 +7,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use crate::read::error::ReadError;
+
 #[derive(Clone)]
 pub enum Source<'a> {
     Memory(&'a [u8]),
@@ -57,24 +59,19 @@ impl Source<'_> {
 
     /// Err (saying how) when the file is no longer what it was when opened: another length or
     /// modification time. An input rewritten under a running audit was not audited.
-    pub fn check_unchanged(&self, opened: &Stamp) -> Result<(), String> {
+    pub fn check_unchanged(&self, opened: &Stamp) -> Result<(), ReadError> {
         let Source::File(f, _) = self else {
             return Ok(());
         };
-        let now = Stamp::of(f).map_err(|e| format!("cannot stat it again: {e}"))?;
+        let now = Stamp::of(f).map_err(ReadError::Restat)?;
         if now == *opened {
             return Ok(());
         }
-        Err(format!(
-            "changed while it was read ({} bytes when opened, {} now{})",
-            opened.len,
-            now.len,
-            if now.modified != opened.modified {
-                ", modified since"
-            } else {
-                ""
-            }
-        ))
+        Err(ReadError::Changed {
+            opened: opened.len,
+            now: now.len,
+            modified: now.modified != opened.modified,
+        })
     }
 
     /// A reader for the zip crate: cloneable (one per worker), each with its own position.

@@ -9,6 +9,7 @@
 //! `concat` (bytes prepended to the archive) to every header offset, and `ZipFile.open` refuses a
 //! member whose local header name differs from the central one.
 
+use crate::read::error::ReadError;
 use crate::read::source::Source;
 
 const EOCD_SIG: &[u8; 4] = b"PK\x05\x06";
@@ -49,55 +50,69 @@ fn u64le(b: &[u8], at: usize) -> u64 {
 }
 
 /// Every central-directory entry in Python's order, or why `zipfile.ZipFile` refuses the file.
-pub fn python_listing(src: &Source) -> Result<Vec<CdEntry>, String> {
+pub fn python_listing(src: &Source) -> Result<Vec<CdEntry>, ReadError> {
     let filesize = src.len();
     let (eocd_at, eocd) = end_record(src)?;
-    let mut count_cd_size = u32le(&eocd, 12);
-    let mut offset_cd = u32le(&eocd, 16);
-    let mut zip64 = false;
-    // _EndRecData64: the locator sits right before the EOCD; the zip64 record right before it.
-    if eocd_at >= LOCATOR_LEN {
-        if let Some(loc) = src.bytes_at(eocd_at - LOCATOR_LEN, LOCATOR_LEN as usize) {
-            if &loc[..4] == EOCD64_LOCATOR_SIG {
-                let rec_at = eocd_at
-                    .checked_sub(LOCATOR_LEN + EOCD64_LEN)
-                    .ok_or("zip64 end record before the start of the file")?;
-                let rec = src
-                    .bytes_at(rec_at, EOCD64_LEN as usize)
-                    .ok_or("truncated zip64 end record")?;
-                if &rec[..4] != EOCD64_SIG {
-                    return Err("zip64 locator without a zip64 end record before it".into());
-                }
-                count_cd_size = u64le(&rec, 40);
-                offset_cd = u64le(&rec, 48);
-                zip64 = true;
-            }
-        }
-    }
-    let size_cd = count_cd_size;
+    let (size_cd, offset_cd, zip64) = match zip64_end_record(src, eocd_at)? {
+        Some((size, offset)) => (size, offset, true),
+        None => (u32le(&eocd, 12), u32le(&eocd, 16), false),
+    };
     let mut concat = i128::from(eocd_at) - i128::from(size_cd) - i128::from(offset_cd);
     if zip64 {
         concat -= i128::from(EOCD64_LEN + LOCATOR_LEN);
     }
     let start_dir = i128::from(offset_cd) + concat;
     if start_dir < 0 {
-        return Err("bad offset for central directory".into());
+        return Err(ReadError::Zipfile("bad offset for central directory"));
     }
     let start_dir = start_dir as u64;
     if size_cd > filesize {
-        return Err("central directory larger than the file".into());
+        return Err(ReadError::Zipfile("central directory larger than the file"));
     }
     let cd = src
         .bytes_at(start_dir, size_cd as usize)
-        .ok_or("truncated central directory")?;
+        .ok_or(ReadError::Zipfile("truncated central directory"))?;
+    central_directory(&cd, concat)
+}
+
+/// `_EndRecData64`: the locator sits right before the EOCD, the zip64 record right before it;
+/// its central directory size and offset, when there is a locator.
+fn zip64_end_record(src: &Source, eocd_at: u64) -> Result<Option<(u64, u64)>, ReadError> {
+    if eocd_at < LOCATOR_LEN {
+        return Ok(None);
+    }
+    let Some(loc) = src.bytes_at(eocd_at - LOCATOR_LEN, LOCATOR_LEN as usize) else {
+        return Ok(None);
+    };
+    if &loc[..4] != EOCD64_LOCATOR_SIG {
+        return Ok(None);
+    }
+    let rec_at = eocd_at
+        .checked_sub(LOCATOR_LEN + EOCD64_LEN)
+        .ok_or(ReadError::Zipfile(
+            "zip64 end record before the start of the file",
+        ))?;
+    let rec = src
+        .bytes_at(rec_at, EOCD64_LEN as usize)
+        .ok_or(ReadError::Zipfile("truncated zip64 end record"))?;
+    if &rec[..4] != EOCD64_SIG {
+        return Err(ReadError::Zipfile(
+            "zip64 locator without a zip64 end record before it",
+        ));
+    }
+    Ok(Some((u64le(&rec, 40), u64le(&rec, 48))))
+}
+
+/// `_RealGetContents`: the central directory walked by its byte size, `concat` added to every
+/// header offset.
+fn central_directory(cd: &[u8], concat: i128) -> Result<Vec<CdEntry>, ReadError> {
+    let truncated = || ReadError::Zipfile("truncated central directory");
     let mut out = Vec::new();
     let mut at = 0usize;
     while at < cd.len() {
-        let h = cd
-            .get(at..at + CD_LEN)
-            .ok_or("truncated central directory")?;
+        let h = cd.get(at..at + CD_LEN).ok_or_else(truncated)?;
         if &h[..4] != CD_SIG {
-            return Err("bad magic number for central directory".into());
+            return Err(ReadError::Zipfile("bad magic number for central directory"));
         }
         let (n, e, c) = (
             u16le(h, 28) as usize,
@@ -106,18 +121,17 @@ pub fn python_listing(src: &Source) -> Result<Vec<CdEntry>, String> {
         );
         let name = cd
             .get(at + CD_LEN..at + CD_LEN + n)
-            .ok_or("truncated central directory")?
+            .ok_or_else(truncated)?
             .to_vec();
         let extra = cd
             .get(at + CD_LEN + n..at + CD_LEN + n + e)
-            .ok_or("truncated central directory")?;
+            .ok_or_else(truncated)?;
         let (mut size, mut csize, mut offset) = (u32le(h, 24), u32le(h, 20), u32le(h, 42));
         zip64_extra(extra, &mut size, &mut csize, &mut offset)?;
         let header_offset = i128::from(offset) + concat;
         if header_offset < 0 {
-            return Err(format!(
-                "member {:?}: negative header offset",
-                String::from_utf8_lossy(&name)
+            return Err(ReadError::NegativeHeaderOffset(
+                String::from_utf8_lossy(&name).into_owned(),
             ));
         }
         out.push(CdEntry {
@@ -132,10 +146,10 @@ pub fn python_listing(src: &Source) -> Result<Vec<CdEntry>, String> {
 }
 
 /// `_EndRecData`: the EOCD offset and its 22 bytes.
-fn end_record(src: &Source) -> Result<(u64, Vec<u8>), String> {
+fn end_record(src: &Source) -> Result<(u64, Vec<u8>), ReadError> {
     let filesize = src.len();
     if filesize < EOCD_LEN {
-        return Err("file is not a zip file (too short)".into());
+        return Err(ReadError::Zipfile("file is not a zip file (too short)"));
     }
     if let Some(tail) = src.bytes_at(filesize - EOCD_LEN, EOCD_LEN as usize) {
         if &tail[..4] == EOCD_SIG && tail[20..22] == [0, 0] {
@@ -145,14 +159,16 @@ fn end_record(src: &Source) -> Result<(u64, Vec<u8>), String> {
     let start = filesize.saturating_sub((1 << 16) + EOCD_LEN);
     let window = src
         .bytes_at(start, (filesize - start) as usize)
-        .ok_or("unreadable end of file")?;
+        .ok_or(ReadError::Zipfile("unreadable end of file"))?;
     let pos = window
         .windows(4)
         .rposition(|w| w == EOCD_SIG)
-        .ok_or("file is not a zip file (no end of central directory)")?;
+        .ok_or(ReadError::Zipfile(
+            "file is not a zip file (no end of central directory)",
+        ))?;
     let rec = window
         .get(pos..pos + EOCD_LEN as usize)
-        .ok_or("truncated end of central directory")?
+        .ok_or(ReadError::Zipfile("truncated end of central directory"))?
         .to_vec();
     Ok((start + pos as u64, rec))
 }
@@ -163,14 +179,14 @@ fn zip64_extra(
     size: &mut u64,
     csize: &mut u64,
     offset: &mut u64,
-) -> Result<(), String> {
+) -> Result<(), ReadError> {
     let mut at = 0;
     while at + 4 <= extra.len() {
         let id = u16le(extra, at);
         let len = u16le(extra, at + 2) as usize;
         let body = extra
             .get(at + 4..at + 4 + len)
-            .ok_or("corrupt extra field")?;
+            .ok_or(ReadError::Zipfile("corrupt extra field"))?;
         if id == 1 {
             let mut k = 0;
             for field in [size, csize, offset] {
@@ -178,7 +194,7 @@ fn zip64_extra(
                     *field = body
                         .get(k..k + 8)
                         .map(|b| u64le(b, 0))
-                        .ok_or("corrupt zip64 extra field")?;
+                        .ok_or(ReadError::Zipfile("corrupt zip64 extra field"))?;
                     k += 8;
                 }
             }
@@ -191,17 +207,17 @@ fn zip64_extra(
 
 /// The local header of `e`: its name (what `ZipFile.open` compares with the central one) and
 /// where its data ends.
-pub fn local_header(src: &Source, e: &CdEntry) -> Result<(Vec<u8>, u64), String> {
+pub fn local_header(src: &Source, e: &CdEntry) -> Result<(Vec<u8>, u64), ReadError> {
     let h = src
         .bytes_at(e.header_offset, LOCAL_LEN)
-        .ok_or("truncated local header")?;
+        .ok_or(ReadError::Zipfile("truncated local header"))?;
     if &h[..4] != LOCAL_SIG {
-        return Err("bad magic number for file header".into());
+        return Err(ReadError::Zipfile("bad magic number for file header"));
     }
     let (n, x) = (u16le(&h, 26), u16le(&h, 28));
     let name = src
         .bytes_at(e.header_offset + LOCAL_LEN as u64, n as usize)
-        .ok_or("truncated local header name")?;
+        .ok_or(ReadError::Zipfile("truncated local header name"))?;
     let end = e.header_offset + LOCAL_LEN as u64 + n + x + e.compressed_size;
     Ok((name, end))
 }

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::facts::{Artifact, Binary, InputKind};
+use crate::facts::{Artifact, Binary, DlopenFeature, ElfFacts, InputKind};
 use crate::finding::{finding, finding_lower, Finding, Rule};
 use crate::policy::Policy;
 use crate::read::runpath;
@@ -89,146 +89,213 @@ const BUILD_TREE_MARKERS: &[&str] = &[
     "/usr/local/cuda",
 ];
 
+/// What resolving a soname looks at: the input, the policy, and each file name's first path in
+/// the input (for the "a copy is at …" hint).
+struct Lookup<'a> {
+    artifact: &'a Artifact,
+    policy: &'a Policy,
+    by_name: HashMap<&'a str, &'a str>,
+}
+
+impl<'a> Lookup<'a> {
+    fn new(artifact: &'a Artifact, policy: &'a Policy) -> Lookup<'a> {
+        // File name -> first path holding it: one pass, so the "a copy is at …" hint costs a
+        // lookup per unresolved soname, not a scan of every file (30k files x 30k NEEDED was
+        // quadratic).
+        let mut by_name: HashMap<&str, &str> = HashMap::new();
+        for f in &artifact.files {
+            by_name
+                .entry(f.rsplit('/').next().unwrap_or(f))
+                .or_insert(f);
+        }
+        Lookup {
+            artifact,
+            policy,
+            by_name,
+        }
+    }
+}
+
+/// Every linkage rule over every ELF, in the order their findings are listed; returns how each
+/// NEEDED and dlopen soname resolved.
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) -> Vec<Resolution> {
     let mut out = Vec::new();
-    // File name -> first path holding it: one pass, so the "a copy is at …" hint costs a lookup
-    // per unresolved soname, not a scan of every file (30k files x 30k NEEDED was quadratic).
-    let mut by_name: HashMap<&str, &str> = HashMap::new();
-    for f in &artifact.files {
-        by_name
-            .entry(f.rsplit('/').next().unwrap_or(f))
-            .or_insert(f);
-    }
-    let by_name = &by_name;
+    let cx = Lookup::new(artifact, policy);
     let ceiling = glibc_ceiling(artifact, policy);
     for b in &artifact.binaries {
         let Some(elf) = &b.elf else { continue };
-        for entry in elf.runpath.iter().chain(&elf.rpath) {
-            if !(entry.starts_with("$ORIGIN") || entry.starts_with("${ORIGIN}")) {
-                let marker = BUILD_TREE_MARKERS.iter().find(|m| entry.contains(*m));
-                let why = match marker {
-                    Some(m) => format!("points into a build tree ({m})"),
-                    None if entry.starts_with('/') => {
-                        "is absolute: it names a directory on the build machine".into()
-                    }
-                    None => "is relative to the working directory, not to the library".into(),
-                };
-                findings.push(finding(
-                    Rule::LinkageBuildTreeRunpath,
-                    &b.path,
-                    format!("RUNPATH/RPATH entry {entry:?} {why}"),
-                    "set RUNPATH to $ORIGIN-relative paths only: patchelf --set-rpath '$ORIGIN/../lib' FILE",
-                ));
-            }
-        }
-        if let Some((plat, (machine, name))) = machine_expected(artifact, policy) {
-            if elf.machine != machine {
-                findings.push(finding(
-                    Rule::TagsMachineMismatch,
-                    &b.path,
-                    format!("e_machine is {}, but platform tag {plat} runs {name} ({machine}): the loader refuses the file", elf.machine),
-                    "build the library for the tagged architecture, or tag the wheel for the one it was built for",
-                ));
-            }
-        }
+        build_tree_runpath(b, elf, findings);
+        machine_mismatch(artifact, policy, b, elf, findings);
         cuda_major_mix(b, &elf.needed, findings);
         runpath_into_other_wheels(artifact, policy, b, findings);
-        for n in elf.needed.iter().filter(|n| n.contains('/')) {
-            findings.push(finding(
-                Rule::LinkageNeededPath,
-                &b.path,
-                format!("NEEDED {n:?} contains `/`: the loader opens that path as written (a path on the build machine), never searching RUNPATH"),
-                "link against the library by its soname (patchelf --replace-needed PATH SONAME FILE)",
-            ));
-        }
+        needed_paths(b, elf, findings);
         for n in &elf.needed {
-            if let Some(real) = platform::driver_stub_for(n) {
-                findings.push(finding(
-                    Rule::LinkageDriverStubNeeded,
-                    &b.path,
-                    format!("NEEDED {n}: the toolkit's link-time stub name; at run time only the driver's {real} exists"),
-                    format!("link against the versioned soname (patchelf --replace-needed {n} {real} FILE), or load the driver with dlopen(\"{real}\")"),
-                ));
-                out.push(Resolution {
-                    file: b.path.clone(),
-                    soname: n.clone(),
-                    how: "needed",
-                    via: Via::Unresolved,
-                });
-                continue;
-            }
-            let via = resolve(artifact, policy, b, n, "needed", by_name, findings);
-            out.push(Resolution {
-                file: b.path.clone(),
-                soname: n.clone(),
-                how: "needed",
-                via,
-            });
+            out.push(resolve_needed(&cx, b, n, findings));
         }
         for feature in &elf.dlopen {
-            let required = feature.priority.as_deref() == Some("required");
-            let mut vias = Vec::new();
-            let mut scratch = Vec::new();
-            for s in &feature.soname {
-                vias.push((
-                    s.clone(),
-                    resolve(artifact, policy, b, s, "dlopen", by_name, &mut scratch),
-                ));
-            }
-            let ok = vias.iter().any(|(_, v)| *v != Via::Unresolved);
-            if ok {
-                // A feature is satisfied by any alternative; only keep the findings when none resolves.
-            } else {
-                findings.extend(
-                    scratch
-                        .into_iter()
-                        .filter(|f| f.rule != Rule::LinkageUnresolvedDlopen),
-                );
-                let message = format!(
-                    "dlopen feature {:?} ({}) lists {:?}; none resolves inside the wheel, its Requires-Dist or the platform",
-                    feature.feature.as_deref().unwrap_or("?"),
-                    feature.priority.as_deref().unwrap_or("recommended"),
-                    feature.soname
-                );
-                let fix = "bundle the library, add the wheel that ships it to Requires-Dist, or fix the soname in the .note.dlopen note";
-                // An optional feature is registered with a lower severity (finding::LOWER_SEVERITY).
-                findings.push(if required {
-                    finding(Rule::LinkageUnresolvedDlopen, &b.path, message, fix)
-                } else {
-                    finding_lower(Rule::LinkageUnresolvedDlopen, &b.path, message, fix)
-                });
-            }
-            for (s, via) in vias {
-                out.push(Resolution {
-                    file: b.path.clone(),
-                    soname: s,
-                    how: "dlopen",
-                    via,
-                });
-            }
+            out.extend(resolve_dlopen(&cx, b, feature, findings));
         }
         undeclared_dlopen(artifact, policy, b, findings);
-        for e in &elf.dlopen_errors {
-            findings.push(finding(
-                Rule::LinkageBadDlopenNote,
-                &b.path,
-                e.clone(),
-                "write the note as the FDO ELF dlopen metadata JSON array",
-            ));
-        }
+        bad_dlopen_notes(b, elf, findings);
         cxx_too_new(artifact, policy, b, elf, findings);
-        if let (Some(have), Some((plat, max))) = (elf.max_glibc, &ceiling) {
-            if have > *max {
-                findings.push(finding(
-                    Rule::TagsGlibcTooNew,
-                    &b.path,
-                    format!("needs GLIBC_{}.{}, but platform {plat} guarantees only glibc {}.{}", have.0, have.1, max.0, max.1),
-                    format!("build against an older glibc (manylinux container, or zig cc) or claim manylinux_{}_{}", have.0, have.1),
-                ));
-            }
-        }
+        glibc_too_new(b, elf, ceiling.as_ref(), findings);
     }
     out
+}
+
+/// linkage/build-tree-runpath: a RUNPATH/RPATH entry that is not `$ORIGIN`-relative.
+fn build_tree_runpath(b: &Binary, elf: &ElfFacts, findings: &mut Vec<Finding>) {
+    for entry in elf.runpath.iter().chain(&elf.rpath) {
+        if entry.starts_with("$ORIGIN") || entry.starts_with("${ORIGIN}") {
+            continue;
+        }
+        let marker = BUILD_TREE_MARKERS.iter().find(|m| entry.contains(*m));
+        let why = match marker {
+            Some(m) => format!("points into a build tree ({m})"),
+            None if entry.starts_with('/') => {
+                "is absolute: it names a directory on the build machine".into()
+            }
+            None => "is relative to the working directory, not to the library".into(),
+        };
+        findings.push(finding(
+            Rule::LinkageBuildTreeRunpath,
+            &b.path,
+            format!("RUNPATH/RPATH entry {entry:?} {why}"),
+            "set RUNPATH to $ORIGIN-relative paths only: patchelf --set-rpath '$ORIGIN/../lib' FILE",
+        ));
+    }
+}
+
+/// tags/machine-mismatch: `e_machine` is not the architecture the platform tag runs.
+fn machine_mismatch(
+    artifact: &Artifact,
+    policy: &Policy,
+    b: &Binary,
+    elf: &ElfFacts,
+    findings: &mut Vec<Finding>,
+) {
+    let Some((plat, (machine, name))) = machine_expected(artifact, policy) else {
+        return;
+    };
+    if elf.machine != machine {
+        findings.push(finding(
+            Rule::TagsMachineMismatch,
+            &b.path,
+            format!("e_machine is {}, but platform tag {plat} runs {name} ({machine}): the loader refuses the file", elf.machine),
+            "build the library for the tagged architecture, or tag the wheel for the one it was built for",
+        ));
+    }
+}
+
+/// linkage/needed-path: a NEEDED entry holding `/`.
+fn needed_paths(b: &Binary, elf: &ElfFacts, findings: &mut Vec<Finding>) {
+    for n in elf.needed.iter().filter(|n| n.contains('/')) {
+        findings.push(finding(
+            Rule::LinkageNeededPath,
+            &b.path,
+            format!("NEEDED {n:?} contains `/`: the loader opens that path as written (a path on the build machine), never searching RUNPATH"),
+            "link against the library by its soname (patchelf --replace-needed PATH SONAME FILE)",
+        ));
+    }
+}
+
+/// How one NEEDED soname resolves; linkage/driver-stub-needed for the driver's stub name,
+/// else the findings of [`resolve`].
+fn resolve_needed(cx: &Lookup, b: &Binary, n: &str, findings: &mut Vec<Finding>) -> Resolution {
+    let via = if let Some(real) = platform::driver_stub_for(n) {
+        findings.push(finding(
+            Rule::LinkageDriverStubNeeded,
+            &b.path,
+            format!("NEEDED {n}: the toolkit's link-time stub name; at run time only the driver's {real} exists"),
+            format!("link against the versioned soname (patchelf --replace-needed {n} {real} FILE), or load the driver with dlopen(\"{real}\")"),
+        ));
+        Via::Unresolved
+    } else {
+        resolve(cx, b, n, "needed", findings)
+    };
+    Resolution {
+        file: b.path.clone(),
+        soname: n.to_string(),
+        how: "needed",
+        via,
+    }
+}
+
+/// How each alternative of one `.note.dlopen` feature resolves. A feature is satisfied by any
+/// alternative: only when none resolves are the alternatives' findings kept, with
+/// linkage/unresolved-dlopen for the feature (lower severity unless it is required).
+fn resolve_dlopen(
+    cx: &Lookup,
+    b: &Binary,
+    feature: &DlopenFeature,
+    findings: &mut Vec<Finding>,
+) -> Vec<Resolution> {
+    let mut scratch = Vec::new();
+    let vias: Vec<(String, Via)> = feature
+        .soname
+        .iter()
+        .map(|s| (s.clone(), resolve(cx, b, s, "dlopen", &mut scratch)))
+        .collect();
+    if !vias.iter().any(|(_, v)| *v != Via::Unresolved) {
+        findings.extend(
+            scratch
+                .into_iter()
+                .filter(|f| f.rule != Rule::LinkageUnresolvedDlopen),
+        );
+        let message = format!(
+            "dlopen feature {:?} ({}) lists {:?}; none resolves inside the wheel, its Requires-Dist or the platform",
+            feature.feature.as_deref().unwrap_or("?"),
+            feature.priority.as_deref().unwrap_or("recommended"),
+            feature.soname
+        );
+        let fix = "bundle the library, add the wheel that ships it to Requires-Dist, or fix the soname in the .note.dlopen note";
+        // An optional feature is registered with a lower severity (finding::LOWER_SEVERITY).
+        findings.push(if feature.priority.as_deref() == Some("required") {
+            finding(Rule::LinkageUnresolvedDlopen, &b.path, message, fix)
+        } else {
+            finding_lower(Rule::LinkageUnresolvedDlopen, &b.path, message, fix)
+        });
+    }
+    vias.into_iter()
+        .map(|(soname, via)| Resolution {
+            file: b.path.clone(),
+            soname,
+            how: "dlopen",
+            via,
+        })
+        .collect()
+}
+
+/// linkage/bad-dlopen-note: a `.note.dlopen` that could not be read.
+fn bad_dlopen_notes(b: &Binary, elf: &ElfFacts, findings: &mut Vec<Finding>) {
+    for e in &elf.dlopen_errors {
+        findings.push(finding(
+            Rule::LinkageBadDlopenNote,
+            &b.path,
+            e.clone(),
+            "write the note as the FDO ELF dlopen metadata JSON array",
+        ));
+    }
+}
+
+/// tags/glibc-too-new: a GLIBC_ version newer than the platform tag guarantees.
+fn glibc_too_new(
+    b: &Binary,
+    elf: &ElfFacts,
+    ceiling: Option<&(String, (u32, u32))>,
+    findings: &mut Vec<Finding>,
+) {
+    let (Some(have), Some((plat, max))) = (elf.max_glibc, ceiling) else {
+        return;
+    };
+    if have > *max {
+        findings.push(finding(
+            Rule::TagsGlibcTooNew,
+            &b.path,
+            format!("needs GLIBC_{}.{}, but platform {plat} guarantees only glibc {}.{}", have.0, have.1, max.0, max.1),
+            format!("build against an older glibc (manylinux container, or zig cc) or claim manylinux_{}_{}", have.0, have.1),
+        ));
+    }
 }
 
 /// NEEDED runtime libraries of two CUDA majors (libcudart.so.12 beside libcublas.so.13): two
@@ -274,18 +341,7 @@ fn runpath_into_other_wheels(
         return;
     };
     for (entry, dir) in runpath::origin_dirs(&b.path, elf) {
-        // The wheel's own files are there: it is a bundled directory, not another wheel's.
-        // (A range lookup in the sorted set: a scan of every file per RUNPATH entry was
-        // quadratic — 30,000 libraries took 5.7 s, most of it in memcmp.)
-        let prefix = format!("{dir}/");
-        let first_at_or_after = artifact
-            .files
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix.as_str()),
-                std::ops::Bound::Unbounded,
-            ))
-            .next();
-        if first_at_or_after.is_some_and(|f| f.starts_with(&prefix)) {
+        if holds_own_files(artifact, &dir) {
             continue;
         }
         let loads_from_there =
@@ -293,15 +349,7 @@ fn runpath_into_other_wheels(
         if loads_from_there {
             continue;
         }
-        let mut wheels: Vec<String> = policy
-            .runtime
-            .values()
-            .filter(|lib| lib.lib_dir == dir)
-            .map(|lib| kiln_wheel::metadata::normalize_name(&lib.wheel))
-            .collect();
-        for layout in nvidia_wheels::layouts_at(&dir) {
-            wheels.extend(layout.wheels.iter().map(|w| w.to_string()));
-        }
+        let wheels = wheels_at(policy, &dir);
         if wheels.is_empty() {
             continue;
         }
@@ -311,34 +359,68 @@ fn runpath_into_other_wheels(
         if declared {
             continue;
         }
-        let (whose, fix) = if nvidia_wheels::layouts_at(&dir).count() > 1 {
-            (
-                format!(
-                    "a directory shared by {} wheels ({}, …); no library this binary needs or names is known to come from there",
-                    nvidia_wheels::layouts_at(&dir).count(),
-                    nvidia_wheels::layouts_at(&dir)
-                        .take(3)
-                        .map(|l| l.wheels[0])
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                "drop the RUNPATH entry, or require the wheel of the library the binary loads from there".to_string(),
-            )
-        } else {
-            (
-                format!("the library directory of the {} wheel", wheels[0]),
-                format!(
-                    "add `Requires-Dist: {}` to the package metadata, or drop the RUNPATH entry",
-                    wheels[0]
-                ),
-            )
-        };
+        let (whose, fix) = whose_directory(&dir, &wheels);
         findings.push(finding(
             Rule::LinkageRunpathUndeclaredWheel,
             &b.path,
             format!("RUNPATH {entry:?} leads to {dir}/, {whose}, which METADATA does not require"),
             fix,
         ));
+    }
+}
+
+/// Whether the input's own files are in `dir`: a bundled directory, not another wheel's. (A
+/// range lookup in the sorted set: a scan of every file per RUNPATH entry was quadratic —
+/// 30,000 libraries took 5.7 s, most of it in memcmp.)
+fn holds_own_files(artifact: &Artifact, dir: &str) -> bool {
+    let prefix = format!("{dir}/");
+    let first_at_or_after = artifact
+        .files
+        .range::<str, _>((
+            std::ops::Bound::Included(prefix.as_str()),
+            std::ops::Bound::Unbounded,
+        ))
+        .next();
+    first_at_or_after.is_some_and(|f| f.starts_with(&prefix))
+}
+
+/// The wheels whose library directory `dir` is: kiln's runtime pins, then NVIDIA's layouts.
+fn wheels_at(policy: &Policy, dir: &str) -> Vec<String> {
+    let mut wheels: Vec<String> = policy
+        .runtime
+        .values()
+        .filter(|lib| lib.lib_dir == dir)
+        .map(|lib| kiln_wheel::metadata::normalize_name(&lib.wheel))
+        .collect();
+    for layout in nvidia_wheels::layouts_at(dir) {
+        wheels.extend(layout.wheels.iter().map(|w| w.to_string()));
+    }
+    wheels
+}
+
+/// Whose directory `dir` is, and the fix, for linkage/runpath-undeclared-wheel.
+fn whose_directory(dir: &str, wheels: &[String]) -> (String, String) {
+    if nvidia_wheels::layouts_at(dir).count() > 1 {
+        (
+            format!(
+                "a directory shared by {} wheels ({}, …); no library this binary needs or names is known to come from there",
+                nvidia_wheels::layouts_at(dir).count(),
+                nvidia_wheels::layouts_at(dir)
+                    .take(3)
+                    .map(|l| l.wheels[0])
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "drop the RUNPATH entry, or require the wheel of the library the binary loads from there".to_string(),
+        )
+    } else {
+        (
+            format!("the library directory of the {} wheel", wheels[0]),
+            format!(
+                "add `Requires-Dist: {}` to the package metadata, or drop the RUNPATH entry",
+                wheels[0]
+            ),
+        )
     }
 }
 
@@ -580,22 +662,45 @@ fn undeclared_dlopen(
     }
 }
 
-/// Where `soname` comes from for binary `b`; pushes a finding when it does not resolve.
+/// Where `soname` comes from for binary `b`; pushes a finding when it does not resolve. In
+/// order: a path; inside the input through an `$ORIGIN` RUNPATH; the platform; a runtime wheel
+/// (kiln's pins first, then the table of NVIDIA wheels); nowhere.
 fn resolve(
-    artifact: &Artifact,
-    policy: &Policy,
+    cx: &Lookup,
     b: &Binary,
     soname: &str,
     how: &'static str,
-    by_name: &HashMap<&str, &str>,
     findings: &mut Vec<Finding>,
 ) -> Via {
     let elf = b.elf.as_ref().expect("resolve is called for parsed ELFs");
     if soname.contains('/') {
         return Via::Path;
     }
-    // 1. inside the artifact, through RUNPATH/RPATH with $ORIGIN (a lone ELF: next to it on
-    // disk, as the reader found)
+    let searched = match bundled(cx.artifact, b, elf, soname) {
+        Ok(via) => return via,
+        Err(searched) => searched,
+    };
+    if let Some(via) = from_platform(soname) {
+        return via;
+    }
+    let mut providers = providers_of(cx.policy, soname);
+    if own_library_missing(cx, b, soname, how, &searched, &mut providers, findings) {
+        return Via::Unresolved;
+    }
+    if !providers.is_empty() {
+        return from_runtime_wheel(cx, b, soname, how, &providers, findings);
+    }
+    unresolved(cx, b, soname, how, &searched, findings)
+}
+
+/// Inside the artifact, through RUNPATH/RPATH with `$ORIGIN` (a lone ELF: next to it on disk,
+/// as the reader found); else the directories searched.
+fn bundled(
+    artifact: &Artifact,
+    b: &Binary,
+    elf: &ElfFacts,
+    soname: &str,
+) -> Result<Via, Vec<String>> {
     let mut searched = Vec::new();
     for (dir, candidate) in runpath::origin_candidates(&b.path, elf, soname) {
         let exists = match artifact.kind {
@@ -603,52 +708,82 @@ fn resolve(
             _ => artifact.files.contains(&candidate),
         };
         if exists {
-            return Via::Bundled(candidate);
+            return Ok(Via::Bundled(candidate));
         }
         searched.push(dir);
     }
-    // 2. the platform
+    Err(searched)
+}
+
+/// The platform: a system library, the driver's, libpython.
+fn from_platform(soname: &str) -> Option<Via> {
     if platform::is_system_lib(soname) {
-        return Via::System;
+        Some(Via::System)
+    } else if platform::is_driver_lib(soname) {
+        Some(Via::Driver)
+    } else if platform::is_libpython(soname) {
+        Some(Via::Python)
+    } else {
+        None
     }
-    if platform::is_driver_lib(soname) {
-        return Via::Driver;
+}
+
+/// The binary's own distribution ships this soname (cuDNN's libcudnn_graph.so.9 in
+/// nvidia-cudnn-cu13): a bundled library that is not there, not a dependency to declare. Takes
+/// the own distribution out of `providers`; true (with the finding) when no other provides it.
+fn own_library_missing(
+    cx: &Lookup,
+    b: &Binary,
+    soname: &str,
+    how: &'static str,
+    searched: &[String],
+    providers: &mut Vec<(String, String)>,
+    findings: &mut Vec<Finding>,
+) -> bool {
+    let own = dist_of(cx.artifact, &b.path);
+    if !providers.iter().any(|(w, _)| Some(w) == own.as_ref()) {
+        return false;
     }
-    if platform::is_libpython(soname) {
-        return Via::Python;
+    let own = own.unwrap_or_default();
+    let dir = providers
+        .iter()
+        .find(|(w, _)| *w == own)
+        .map(|(_, d)| d.clone())
+        .unwrap_or_default();
+    providers.retain(|(w, _)| *w != own);
+    if !providers.is_empty() {
+        return false;
     }
-    // 3. a runtime wheel: kiln's pins first, then the table of NVIDIA wheels (per soname)
-    let mut providers = providers_of(policy, soname);
-    // The binary's own distribution ships this soname (cuDNN's libcudnn_graph.so.9 in
-    // nvidia-cudnn-cu13): a bundled library that is not there, not a dependency to declare.
-    let own = dist_of(artifact, &b.path);
-    if providers.iter().any(|(w, _)| Some(w) == own.as_ref()) {
-        let own = own.unwrap_or_default();
-        let dir = providers
-            .iter()
-            .find(|(w, _)| *w == own)
-            .map(|(_, d)| d.clone())
-            .unwrap_or_default();
-        providers.retain(|(w, _)| *w != own);
-        if providers.is_empty() {
-            let hint = match by_name.get(soname) {
-                Some(p) => format!("; a copy is at {p} but RUNPATH does not reach it"),
-                None => format!("; searched {searched:?}"),
-            };
-            let rule = if how == "needed" {
-                Rule::LinkageUnresolvedNeeded
-            } else {
-                Rule::LinkageUnresolvedDlopen
-            };
-            findings.push(finding(
-                rule,
-                &b.path,
-                format!("{how} {soname} is a library of {own} itself (it belongs in {dir}/), but this input does not contain it{hint}"),
-                format!("put {dir}/{soname} back in the {own} wheel, or point RUNPATH at where it is"),
-            ));
-            return Via::Unresolved;
-        }
-    }
+    let hint = match cx.by_name.get(soname) {
+        Some(p) => format!("; a copy is at {p} but RUNPATH does not reach it"),
+        None => format!("; searched {searched:?}"),
+    };
+    let rule = if how == "needed" {
+        Rule::LinkageUnresolvedNeeded
+    } else {
+        Rule::LinkageUnresolvedDlopen
+    };
+    findings.push(finding(
+        rule,
+        &b.path,
+        format!("{how} {soname} is a library of {own} itself (it belongs in {dir}/), but this input does not contain it{hint}"),
+        format!("put {dir}/{soname} back in the {own} wheel, or point RUNPATH at where it is"),
+    ));
+    true
+}
+
+/// A runtime wheel provides `soname`: declared in Requires-Dist, installed in the directory
+/// being audited, or (an input without metadata) external; metadata/missing-requires-dist
+/// when the wheel's METADATA names none of them.
+fn from_runtime_wheel(
+    cx: &Lookup,
+    b: &Binary,
+    soname: &str,
+    how: &'static str,
+    providers: &[(String, String)],
+    findings: &mut Vec<Finding>,
+) -> Via {
+    let artifact = cx.artifact;
     // A directory (site-packages) may hold the provider wheel itself: the distribution named is
     // the one whose RECORD lists the file, else the table's.
     let installed = || {
@@ -662,39 +797,48 @@ fn resolve(
             dir: dir.clone(),
         })
     };
-    if !providers.is_empty() {
-        if let Some(meta) = &artifact.wheel {
-            let declared = providers.iter().find(|(w, dir)| {
-                meta.requires_dist.iter().any(|r| {
-                    &r.name == w || (r.name == "cuda-toolkit" && dir.starts_with("nvidia/cu13"))
-                })
-            });
-            if let Some((w, _)) = declared {
-                extra_only(meta, w, &b.path, how, soname, findings);
-                return Via::Wheel(w.clone());
-            }
-            if let Some(via) = installed() {
-                return via;
-            }
-            let names: Vec<&str> = providers.iter().map(|(w, _)| w.as_str()).collect();
-            findings.push(finding(
-                Rule::MetadataMissingRequiresDist,
-                &b.path,
-                format!(
-                    "{how} {soname} comes from the {} wheel, which METADATA does not require",
-                    names[0]
-                ),
-                format!(
-                    "add `Requires-Dist: {}` to the package metadata (a range, not one release: metadata/requires-dist-exact)",
-                    crate::rules::metadata::requirement_for_soname(policy, names[0], soname)
-                ),
-            ));
-            return Via::Unresolved;
-        }
+    let Some(meta) = &artifact.wheel else {
         return installed().unwrap_or_else(|| Via::External(providers[0].0.clone()));
+    };
+    let declared = providers.iter().find(|(w, dir)| {
+        meta.requires_dist
+            .iter()
+            .any(|r| &r.name == w || (r.name == "cuda-toolkit" && dir.starts_with("nvidia/cu13")))
+    });
+    if let Some((w, _)) = declared {
+        extra_only(meta, w, &b.path, how, soname, findings);
+        return Via::Wheel(w.clone());
     }
-    // 4. nothing found
-    let hint = if let Some(p) = by_name.get(soname) {
+    if let Some(via) = installed() {
+        return via;
+    }
+    let names: Vec<&str> = providers.iter().map(|(w, _)| w.as_str()).collect();
+    findings.push(finding(
+        Rule::MetadataMissingRequiresDist,
+        &b.path,
+        format!(
+            "{how} {soname} comes from the {} wheel, which METADATA does not require",
+            names[0]
+        ),
+        format!(
+            "add `Requires-Dist: {}` to the package metadata (a range, not one release: metadata/requires-dist-exact)",
+            crate::rules::metadata::requirement_for_soname(cx.policy, names[0], soname)
+        ),
+    ));
+    Via::Unresolved
+}
+
+/// Nothing provides `soname`: linkage/unresolved-needed or -dlopen, with where a copy is or
+/// what was searched.
+fn unresolved(
+    cx: &Lookup,
+    b: &Binary,
+    soname: &str,
+    how: &'static str,
+    searched: &[String],
+    findings: &mut Vec<Finding>,
+) -> Via {
+    let hint = if let Some(p) = cx.by_name.get(soname) {
         format!("; a copy is at {p} but RUNPATH does not reach it")
     } else if searched.is_empty() {
         String::from("; the binary has no $ORIGIN RUNPATH")

@@ -1,10 +1,12 @@
 //! metadata/* and tags/*: what the wheel says about itself versus what its binaries do.
 
-use crate::facts::Artifact;
+use crate::facts::{Artifact, WheelMeta};
 use crate::finding::{finding, Finding, Rule};
 use crate::policy::Policy;
 use crate::rules::platform;
 
+/// Every metadata/* and tags/* rule of this module over the wheel's (a distribution's) own
+/// metadata.
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) {
     let Some(meta) = &artifact.wheel else { return };
     // In a directory, each distribution's own METADATA.
@@ -12,33 +14,49 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
         Some(d) if artifact.kind == crate::facts::InputKind::Directory => format!("{d}/METADATA"),
         _ => "METADATA".to_string(),
     };
+    abi3_links_libpython(artifact, meta, findings);
+    requires_dist_pin(meta, policy, &metadata_file, findings);
+    requires_dist_exact(meta, policy, &metadata_file, findings);
+}
+
+/// tags/abi3-links-libpython: the wheel claims abi3 and a binary NEEDs libpython.
+fn abi3_links_libpython(artifact: &Artifact, meta: &WheelMeta, findings: &mut Vec<Finding>) {
     let mut tags: Vec<&String> = meta.tags.iter().collect();
     if let Some(f) = &meta.filename {
         tags.extend(&f.tags);
     }
-    let abi3 = tags.iter().any(|t| t.split('-').nth(1) == Some("abi3"));
-    if abi3 {
-        for b in &artifact.binaries {
-            let Some(elf) = &b.elf else { continue };
-            if let Some(py) = elf.needed.iter().find(|n| platform::is_libpython(n)) {
-                findings.push(finding(
-                    Rule::TagsAbi3LinksLibpython,
-                    &b.path,
-                    format!("the wheel claims abi3, but this binary NEEDs {py} (one exact CPython)"),
-                    "do not link libpython into extension modules (pyo3: no `auto-initialize`; set abi3 features), or drop the abi3 tag",
-                ));
-            }
+    if !tags.iter().any(|t| t.split('-').nth(1) == Some("abi3")) {
+        return;
+    }
+    for b in &artifact.binaries {
+        let Some(elf) = &b.elf else { continue };
+        if let Some(py) = elf.needed.iter().find(|n| platform::is_libpython(n)) {
+            findings.push(finding(
+                Rule::TagsAbi3LinksLibpython,
+                &b.path,
+                format!("the wheel claims abi3, but this binary NEEDs {py} (one exact CPython)"),
+                "do not link libpython into extension modules (pyo3: no `auto-initialize`; set abi3 features), or drop the abi3 tag",
+            ));
         }
     }
-    // Requires-Dist against the runtime pins: the declared range must admit the exact release
-    // the build and the tests use, or the wheel declares something it was never tested with.
+}
+
+/// metadata/requires-dist-pin: Requires-Dist against the runtime pins: the declared range must
+/// admit the exact release the build and the tests use, or the wheel declares something it
+/// was never tested with.
+fn requires_dist_pin(
+    meta: &WheelMeta,
+    policy: &Policy,
+    metadata_file: &str,
+    findings: &mut Vec<Finding>,
+) {
     for lib in policy.runtime.values() {
         let name = kiln_wheel::metadata::normalize_name(&lib.wheel);
         for r in meta.requires_dist.iter().filter(|r| r.name == name) {
             if !r.admits(&lib.version) {
                 findings.push(finding(
                     Rule::MetadataRequiresDistPin,
-                    &metadata_file,
+                    metadata_file,
                     format!(
                         "Requires-Dist {:?} does not admit the exact pin {} {} the build and tests use",
                         r.raw, lib.wheel, lib.version
@@ -52,13 +70,22 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             }
         }
     }
-    // One exact version (`==X` / `===X`) for a dependency: pip cannot install the wheel beside
-    // any other package that needs a different release of it (torch pins its NVIDIA wheels).
+}
+
+/// metadata/requires-dist-exact: one exact version (`==X` / `===X`) for a dependency: pip
+/// cannot install the wheel beside any other package that needs a different release of it
+/// (torch pins its NVIDIA wheels).
+fn requires_dist_exact(
+    meta: &WheelMeta,
+    policy: &Policy,
+    metadata_file: &str,
+    findings: &mut Vec<Finding>,
+) {
     for r in &meta.requires_dist {
         if let Some(exact) = r.exact_pin() {
             findings.push(finding(
                 Rule::MetadataRequiresDistExact,
-                &metadata_file,
+                metadata_file,
                 format!(
                     "Requires-Dist {:?} pins {} to one release ({exact}); the wheel cannot coexist with packages that need another",
                     r.raw, r.name

@@ -18,20 +18,11 @@ fn listing(names: &[String], count: usize) -> String {
     format!("{}{more}", names.join(", "))
 }
 
+/// Every reach/* rule: per binary (no forward path, kiln's matrix holes), then over the reach
+/// view (gaps; required GPUs).
 pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) {
     for b in &artifact.binaries {
-        let (names, count) = reach::without_forward_path(b);
-        if count > 0 {
-            findings.push(finding(
-                Rule::ReachNoForwardPath,
-                &b.path,
-                format!(
-                    "{count} kernel(s) have no PTX and only arch-specific (`a`) or family (`f`) SASS: no GPU beyond that arch or family can run them: {}",
-                    listing(&names, count)
-                ),
-                "also build plain SASS or PTX (e.g. -gencode arch=compute_120,code=compute_120) for a forward path",
-            ));
-        }
+        no_forward_path(b, findings);
         matrix_holes(b, findings);
     }
     let view = reach::of(&artifact.binaries, policy.min_driver);
@@ -43,6 +34,38 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             .find(|b| b.path == file)
             .and_then(gates::manifest)
     };
+    gaps(&view, policy, &manifest_of, findings);
+    if let Some(required) = &policy.require_gpus {
+        required_gpus(&view, required, policy, &manifest_of, findings);
+    }
+}
+
+/// A binary's manifest by its file name.
+type ManifestOf<'a> = dyn Fn(&str) -> Option<&'a kiln_manifest::Manifest> + 'a;
+
+/// reach/no-forward-path: kernels with no PTX and only `a`/`f` SASS.
+fn no_forward_path(b: &Binary, findings: &mut Vec<Finding>) {
+    let (names, count) = reach::without_forward_path(b);
+    if count > 0 {
+        findings.push(finding(
+            Rule::ReachNoForwardPath,
+            &b.path,
+            format!(
+                "{count} kernel(s) have no PTX and only arch-specific (`a`) or family (`f`) SASS: no GPU beyond that arch or family can run them: {}",
+                listing(&names, count)
+            ),
+            "also build plain SASS or PTX (e.g. -gencode arch=compute_120,code=compute_120) for a forward path",
+        ));
+    }
+}
+
+/// reach/gap: a generation inside a binary's own range that it does not reach.
+fn gaps(
+    view: &reach::Reach,
+    policy: &Policy,
+    manifest_of: &ManifestOf,
+    findings: &mut Vec<Finding>,
+) {
     for b in &view.binaries {
         let (lo, hi) = b.range;
         for c in b.cells.iter().filter(|c| c.path == Path::None) {
@@ -65,9 +88,17 @@ pub fn check(artifact: &Artifact, policy: &Policy, findings: &mut Vec<Finding>) 
             }
         }
     }
-    let Some(required) = &policy.require_gpus else {
-        return;
-    };
+}
+
+/// reach/required-gpu: a `--require-gpus` generation that no binary can run beside (its CPU),
+/// that no binary has device code for, or that a binary does not reach.
+fn required_gpus(
+    view: &reach::Reach,
+    required: &[(u32, u32)],
+    policy: &Policy,
+    manifest_of: &ManifestOf,
+    findings: &mut Vec<Finding>,
+) {
     for o in &view.omitted {
         if required
             .iter()

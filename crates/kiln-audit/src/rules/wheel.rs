@@ -183,49 +183,7 @@ fn verify_record(
                 FIX_RECORD,
             )),
             None => {}
-            Some(row) => {
-                if row.hash.is_empty() {
-                    if require_listed {
-                        findings.push(finding(
-                            Rule::WheelRecordMismatch,
-                            name,
-                            format!("{record_path} has no hash for {name}"),
-                            FIX_RECORD,
-                        ));
-                    }
-                } else if !row.hash.starts_with("sha256=") {
-                    findings.push(finding(
-                        Rule::WheelRecordMismatch,
-                        name,
-                        format!(
-                            "{record_path} uses {} for {name}; only sha256 is verified",
-                            row.hash.split('=').next().unwrap_or("")
-                        ),
-                        "use sha256 in RECORD",
-                    ));
-                } else if row.hash != got.hash {
-                    findings.push(finding(
-                        Rule::WheelRecordMismatch,
-                        name,
-                        format!(
-                            "sha256 mismatch: RECORD says {}, content is {}",
-                            row.hash, got.hash
-                        ),
-                        FIX_RECORD,
-                    ));
-                } else if row.size.is_some_and(|s| s != got.size) {
-                    findings.push(finding(
-                        Rule::WheelRecordMismatch,
-                        name,
-                        format!(
-                            "size mismatch: RECORD says {}, content is {} bytes",
-                            row.size.unwrap_or(0),
-                            got.size
-                        ),
-                        FIX_RECORD,
-                    ));
-                }
-            }
+            Some(row) => findings.extend(row_mismatch(name, row, got, record_path, require_listed)),
         }
     }
     if require_listed {
@@ -239,6 +197,60 @@ fn verify_record(
                 ));
             }
         }
+    }
+}
+
+/// One member against its RECORD row: a missing hash (in a wheel), another algorithm than
+/// sha256, another hash, another size.
+fn row_mismatch(
+    name: &str,
+    row: &RecordRow,
+    got: &MemberDigest,
+    record_path: &str,
+    require_listed: bool,
+) -> Option<Finding> {
+    if row.hash.is_empty() {
+        require_listed.then(|| {
+            finding(
+                Rule::WheelRecordMismatch,
+                name,
+                format!("{record_path} has no hash for {name}"),
+                FIX_RECORD,
+            )
+        })
+    } else if !row.hash.starts_with("sha256=") {
+        Some(finding(
+            Rule::WheelRecordMismatch,
+            name,
+            format!(
+                "{record_path} uses {} for {name}; only sha256 is verified",
+                row.hash.split('=').next().unwrap_or("")
+            ),
+            "use sha256 in RECORD",
+        ))
+    } else if row.hash != got.hash {
+        Some(finding(
+            Rule::WheelRecordMismatch,
+            name,
+            format!(
+                "sha256 mismatch: RECORD says {}, content is {}",
+                row.hash, got.hash
+            ),
+            FIX_RECORD,
+        ))
+    } else if row.size.is_some_and(|s| s != got.size) {
+        Some(finding(
+            Rule::WheelRecordMismatch,
+            name,
+            format!(
+                "size mismatch: RECORD says {}, content is {} bytes",
+                row.size.unwrap_or(0),
+                got.size
+            ),
+            FIX_RECORD,
+        ))
+    } else {
+        None
     }
 }
 
