@@ -15,6 +15,9 @@ if ldconfig -p | grep 'libcuda\.so'; then
 fi
 echo "no libcuda.so* known to the loader (ldconfig -p)"
 
+# A Python extension (pyo3): maturin sets this; a plain cargo build must, or pyo3 links libpython.
+export PYO3_BUILD_EXTENSION_MODULE=1
+
 echo "== cargo build --locked --offline (kernel cache $KILN_KERNEL_CACHE, target $CARGO_TARGET_DIR)"
 cargo build --locked --offline \
   --config "source.crates-io.replace-with='vendored'" \

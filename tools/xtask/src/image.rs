@@ -86,7 +86,11 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         "image: base {} ({:.0} MiB, {} in {:.0} s; {})",
         base.diff_id,
         base.bytes as f64 / 1048576.0,
-        if base.cached { "cached" } else { "debootstrapped now" },
+        if base.cached {
+            "cached"
+        } else {
+            "debootstrapped now"
+        },
         base.seconds,
         base.tar.display()
     );
@@ -131,7 +135,10 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     lap("runtime layer", &mut times);
     let kiln = layers::kiln_layer(&work, base::TAG, &wheelhouse, &wheel_path, &kiln_bin, epoch)?;
     lap("kiln layer", &mut times);
-    let tag = args.tag.clone().unwrap_or_else(|| format!("kiln:{version}"));
+    let tag = args
+        .tag
+        .clone()
+        .unwrap_or_else(|| format!("kiln:{version}"));
     let base_layer = layers::Layer {
         tar: base.tar.clone(),
         diff_id: base.diff_id.clone(),
@@ -164,7 +171,11 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     lap("load", &mut times);
     eprintln!(
         "image: {tag} = {id} ({}; layers: base {:.0} MiB, runtime {:.0} MiB{}, kiln {:.0} MiB)",
-        if loaded { "loaded" } else { "already in the engine" },
+        if loaded {
+            "loaded"
+        } else {
+            "already in the engine"
+        },
         base_layer.bytes as f64 / 1048576.0,
         runtime.bytes as f64 / 1048576.0,
         if runtime.cached { " cached" } else { "" },
@@ -191,19 +202,20 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     let mut failed = Vec::new();
     if !args.no_verify {
         let mut checks = serde_json::Map::new();
-        let mut check = |name: &str, r: Result<Value>, times: &mut serde_json::Map<String, Value>| {
-            match r {
-                Ok(v) => {
-                    checks.insert(name.into(), v);
+        let mut check =
+            |name: &str, r: Result<Value>, times: &mut serde_json::Map<String, Value>| {
+                match r {
+                    Ok(v) => {
+                        checks.insert(name.into(), v);
+                    }
+                    Err(e) => {
+                        eprintln!("image: FAILED {name}: {e:#}");
+                        checks.insert(name.into(), json!({ "error": format!("{e:#}") }));
+                        failed.push(name.to_string());
+                    }
                 }
-                Err(e) => {
-                    eprintln!("image: FAILED {name}: {e:#}");
-                    checks.insert(name.into(), json!({ "error": format!("{e:#}") }));
-                    failed.push(name.to_string());
-                }
-            }
-            lap(name, times);
-        };
+                lap(name, times);
+            };
         check("libcuda-scan", verify::scan(&tag), &mut times);
         check("doctor", verify::doctor(&tag), &mut times);
         check("import", verify::import(&tag, &version), &mut times);
@@ -255,7 +267,11 @@ fn source_date_epoch(root: &Path) -> u64 {
 }
 
 fn git(root: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git").current_dir(root).args(args).output().ok()?;
+    let out = Command::new("git")
+        .current_dir(root)
+        .args(args)
+        .output()
+        .ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())

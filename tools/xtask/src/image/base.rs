@@ -24,7 +24,7 @@ pub const TAG: &str = "kiln-base:bookworm";
 /// The label on the imported base that names its cache key.
 const KEY_LABEL: &str = "dev.kiln.base.key";
 /// Bumped when the clean-up or the tarball's normalization changes.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// The cached base tarball.
 pub struct Base {
@@ -81,7 +81,11 @@ pub fn ensure(dir: &Path, epoch: u64, refresh: bool) -> Result<Base> {
 }
 
 fn debootstrap(dir: &Path, tar: &Path, packages: &Path, epoch: u64) -> Result<()> {
-    if Command::new("debootstrap").arg("--version").output().is_err() {
+    if Command::new("debootstrap")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         bail!("debootstrap is not installed (Debian/Ubuntu: apt-get install debootstrap; .ci/run installs it)");
     }
     // SAFETY: geteuid has no preconditions.
@@ -105,6 +109,7 @@ fn debootstrap(dir: &Path, tar: &Path, packages: &Path, epoch: u64) -> Result<()
         .arg(SUITE)
         .arg(&rootfs)
         .arg(MIRROR)
+        .stdout(std::io::stderr())
         .status()
         .context("running debootstrap")?;
     ensure!(status.success(), "debootstrap failed ({status})");
@@ -114,12 +119,15 @@ fn debootstrap(dir: &Path, tar: &Path, packages: &Path, epoch: u64) -> Result<()
     );
     let list = crate::toolchain::run_checked(
         Command::new("dpkg-query")
-            .arg(format!("--admindir={}", rootfs.join("var/lib/dpkg").display()))
+            .arg(format!(
+                "--admindir={}",
+                rootfs.join("var/lib/dpkg").display()
+            ))
             .args(["-W", "-f", "${Package} ${Version}\\n"]),
     )
     .context("listing the base's packages")?;
     std::fs::write(packages, &list.stdout)?;
-    clean(&rootfs)?;
+    clean(&rootfs, epoch)?;
     eprintln!("image: base: writing {}", tar.display());
     // Owners kept (Debian has root:shadow and the like); times clamped; sorted.
     tar_dir(&rootfs, tar, epoch, TarOwner::Keep)?;
@@ -129,8 +137,13 @@ fn debootstrap(dir: &Path, tar: &Path, packages: &Path, epoch: u64) -> Result<()
 
 /// What a container image does not carry: the downloaded .debs and package lists (apt-get
 /// update fetches them again), logs, and what the engine provides at run time (/dev,
-/// resolv.conf, hostname).
-fn clean(rootfs: &Path) -> Result<()> {
+/// resolv.conf, hostname). The one date debootstrap writes into a file, each account's "last
+/// password change" day in /etc/shadow, becomes SOURCE_DATE_EPOCH's day.
+fn clean(rootfs: &Path, epoch: u64) -> Result<()> {
+    let shadow = rootfs.join("etc/shadow");
+    if let Ok(text) = std::fs::read_to_string(&shadow) {
+        std::fs::write(&shadow, shadow_at(&text, epoch / 86400))?;
+    }
     for dir in [
         "var/cache/apt/archives",
         "var/lib/apt/lists",
@@ -196,8 +209,33 @@ pub fn import(base: &Base) -> Result<()> {
     Ok(())
 }
 
+/// /etc/shadow with every numeric "last change" field (the third) set to `day`.
+fn shadow_at(text: &str, day: u64) -> String {
+    text.lines()
+        .map(|line| {
+            let mut fields: Vec<&str> = line.split(':').collect();
+            let day = day.to_string();
+            if fields.len() > 2
+                && !fields[2].is_empty()
+                && fields[2].bytes().all(|b| b.is_ascii_digit())
+            {
+                fields[2] = &day;
+                return fields.join(":");
+            }
+            line.to_string()
+        })
+        .map(|l| l + "\n")
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn shadow_days_are_the_epochs() {
+        let got = super::shadow_at("root:*:20793:0:99999:7:::\nnobody:*::0:99999:7:::\n", 19000);
+        assert_eq!(got, "root:*:19000:0:99999:7:::\nnobody:*::0:99999:7:::\n");
+    }
+
     #[test]
     fn the_key_names_the_package_list() {
         let k = super::key();

@@ -35,20 +35,28 @@ const LIBRARY: &str = "libkiln_consumer_example.so";
 pub fn run(work: &Path, layout: &Layout, kiln: &Path, keep_volume: bool) -> Result<Value> {
     let root = repo_root();
     let t = Instant::now();
-    eprintln!("consumer container: docker build -t {BUILDER} -f checks/container/builder.Dockerfile");
+    eprintln!(
+        "consumer container: docker build -t {BUILDER} -f checks/container/builder.Dockerfile"
+    );
     let status = docker::docker()
         .args(["build", "--quiet", "-t", BUILDER, "-f"])
         .arg(root.join("checks/container/builder.Dockerfile"))
         .arg(root.join("checks/container"))
+        .stdout(std::io::stderr())
         .status()
         .context("docker build")?;
-    ensure!(status.success(), "docker build of {BUILDER} failed ({status})");
+    ensure!(
+        status.success(),
+        "docker build of {BUILDER} failed ({status})"
+    );
     let builder_seconds = t.elapsed().as_secs_f64();
 
     let vendor = vendor(work, &root)?;
     if !keep_volume {
         // The first build must start from nothing, or "the second reuses every kernel" proves little.
-        let _ = docker::docker().args(["volume", "rm", "-f", VOLUME]).output();
+        let _ = docker::docker()
+            .args(["volume", "rm", "-f", VOLUME])
+            .output();
     }
     docker::checked(&["volume", "create", VOLUME])?;
 
@@ -88,24 +96,42 @@ fn vendor(work: &Path, root: &Path) -> Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(&cargo);
     cmd.current_dir(root)
-        .args(["vendor", "--locked", "--quiet", "--manifest-path", "checks/consumer/Cargo.toml"])
+        .args([
+            "vendor",
+            "--locked",
+            "--quiet",
+            "--manifest-path",
+            "checks/consumer/Cargo.toml",
+        ])
         .arg(&dir);
     let offline = Command::new(&cargo)
         .current_dir(root)
-        .args(["vendor", "--offline", "--locked", "--quiet", "--manifest-path", "checks/consumer/Cargo.toml"])
+        .args([
+            "vendor",
+            "--offline",
+            "--locked",
+            "--quiet",
+            "--manifest-path",
+            "checks/consumer/Cargo.toml",
+        ])
         .arg(&dir)
         .stdout(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !offline {
-        run_checked(cmd.stdout(std::process::Stdio::null())).context("cargo vendor of checks/consumer")?;
+        run_checked(cmd.stdout(std::process::Stdio::null()))
+            .context("cargo vendor of checks/consumer")?;
     }
     Ok(dir)
 }
 
 /// The rustc the checkout builds with: its sysroot, mounted as /opt/rust.
 fn rust_sysroot(root: &Path) -> Result<PathBuf> {
-    let out = run_checked(Command::new("rustc").current_dir(root).args(["--print", "sysroot"]))?;
+    let out = run_checked(
+        Command::new("rustc")
+            .current_dir(root)
+            .args(["--print", "sysroot"]),
+    )?;
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
@@ -126,7 +152,11 @@ fn build(work: &Path, layout: &Layout, kiln: &Path, vendor: &Path, name: &str) -
         .arg(docker::mount(&rust_sysroot(&root)?, "/opt/rust", true)?)
         // At its own path: the environment kiln bootstrap wrote names files under it.
         .arg("-v")
-        .arg(docker::mount(&layout.root, &layout.root.display().to_string(), true)?)
+        .arg(docker::mount(
+            &layout.root,
+            &layout.root.display().to_string(),
+            true,
+        )?)
         .arg("-v")
         .arg(docker::mount(vendor, "/vendor", true)?)
         .arg("-v")
@@ -140,21 +170,33 @@ fn build(work: &Path, layout: &Layout, kiln: &Path, vendor: &Path, name: &str) -
             cmd.arg("-e").arg(format!("{k}={}", v.to_string_lossy()));
         }
     }
-    cmd.args(["-e", "KILN_KERNEL_CACHE=/cache", "-e", "CARGO_TARGET_DIR=/build/target"])
-        .args(["-e", "CARGO_HOME=/build/cargo-home", "-e", "HOME=/build"])
-        .arg("-e")
-        .arg(format!(
-            "PATH=/opt/rust/bin:{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            cuda_bin.display()
-        ))
-        .args([BUILDER, "sh", "/kiln/checks/container/build-consumer.sh"]);
+    cmd.args([
+        "-e",
+        "KILN_KERNEL_CACHE=/cache",
+        "-e",
+        "CARGO_TARGET_DIR=/build/target",
+    ])
+    .args(["-e", "CARGO_HOME=/build/cargo-home", "-e", "HOME=/build"])
+    .arg("-e")
+    .arg(format!(
+        "PATH=/opt/rust/bin:{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        cuda_bin.display()
+    ))
+    .args([BUILDER, "sh", "/kiln/checks/container/build-consumer.sh"]);
     eprintln!("consumer container: {name} build (docker run {BUILDER}, no driver, no network, cache volume {VOLUME})");
     let t = Instant::now();
-    let status = cmd.status().context("docker run")?;
+    let status = cmd
+        .stdout(std::io::stderr())
+        .status()
+        .context("docker run")?;
     let seconds = t.elapsed().as_secs_f64();
-    ensure!(status.success(), "the {name} container build failed ({status}); its output is above");
+    ensure!(
+        status.success(),
+        "the {name} container build failed ({status}); its output is above"
+    );
     let summary: Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("kernels.summary.json")).context("kernels.summary.json from the container")?,
+        &std::fs::read_to_string(out.join("kernels.summary.json"))
+            .context("kernels.summary.json from the container")?,
     )?;
     let library = out.join(LIBRARY);
     let needed = needed(&library)?;

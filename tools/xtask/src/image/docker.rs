@@ -26,7 +26,10 @@ pub fn engine() -> Result<String> {
             .map(str::trim)
             .find(|l| !l.is_empty())
             .unwrap_or("no output");
-        bail!("no Docker engine: `docker info` failed ({}): {why}", out.status);
+        bail!(
+            "no Docker engine: `docker info` failed ({}): {why}",
+            out.status
+        );
     }
     Ok(version)
 }
@@ -48,7 +51,8 @@ pub fn image_id(reference: &str) -> Option<String> {
         .args(["image", "inspect", "--format", "{{.Id}}", reference])
         .output()
         .ok()?;
-    out.status.success()
+    out.status
+        .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
         .filter(|s| !s.is_empty())
 }
@@ -60,7 +64,8 @@ pub fn image_label(reference: &str, label: &str) -> Option<String> {
         .args(["image", "inspect", "--format", &format, reference])
         .output()
         .ok()?;
-    out.status.success()
+    out.status
+        .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
         .filter(|s| !s.is_empty() && s != "<no value>")
 }

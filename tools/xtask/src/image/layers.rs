@@ -54,8 +54,7 @@ pub fn tar_dir(dir: &Path, out: &Path, epoch: u64, owner: TarOwner) -> Result<()
 }
 
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -182,12 +181,27 @@ pub fn wheelhouse(dir: &Path, requirements: &[String], py: &Python) -> Result<Ve
     }
     let pip = |offline: bool| {
         let mut c = Command::new(&python);
-        c.args(["-m", "pip", "download", "--disable-pip-version-check", "--quiet"])
-            .args(["--only-binary=:all:", "--implementation", "cp"])
-            .args(["--python-version", &py.version, "--abi", &abi, "--abi", "abi3", "--abi", "none"])
-            .arg("--dest")
-            .arg(dir)
-            .env_remove("PYTHONPATH");
+        c.args([
+            "-m",
+            "pip",
+            "download",
+            "--disable-pip-version-check",
+            "--quiet",
+        ])
+        .args(["--only-binary=:all:", "--implementation", "cp"])
+        .args([
+            "--python-version",
+            &py.version,
+            "--abi",
+            &abi,
+            "--abi",
+            "abi3",
+            "--abi",
+            "none",
+        ])
+        .arg("--dest")
+        .arg(dir)
+        .env_remove("PYTHONPATH");
         for p in &platforms {
             c.args(["--platform", p]);
         }
@@ -211,7 +225,10 @@ pub fn wheelhouse(dir: &Path, requirements: &[String], py: &Python) -> Result<Ve
             py.glibc.1,
             dir.display()
         );
-        let status = pip(false).status().context("running pip download")?;
+        let status = pip(false)
+            .stdout(std::io::stderr())
+            .status()
+            .context("running pip download")?;
         ensure!(status.success(), "pip download failed ({status})");
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
@@ -225,9 +242,16 @@ pub fn wheelhouse(dir: &Path, requirements: &[String], py: &Python) -> Result<Ve
 
 /// Hex digest of the wheel files (name and bytes) and what is asked of them: the runtime
 /// layer's cache key, with the base under it.
-pub fn runtime_key(base_diff_id: &str, wheels: &[PathBuf], requirements: &[String]) -> Result<String> {
+pub fn runtime_key(
+    base_diff_id: &str,
+    wheels: &[PathBuf],
+    requirements: &[String],
+) -> Result<String> {
     let mut h = Sha256::new();
-    h.update(format!("layer 1\n{base_diff_id}\npip=={PIP}\n{}\n", requirements.join("\n")));
+    h.update(format!(
+        "layer 1\n{base_diff_id}\npip=={PIP}\n{}\n",
+        requirements.join("\n")
+    ));
     for w in wheels {
         h.update(format!(
             "{} {}\n",
@@ -235,7 +259,10 @@ pub fn runtime_key(base_diff_id: &str, wheels: &[PathBuf], requirements: &[Strin
             sha256_file(w)?
         ));
     }
-    Ok(h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect())
+    Ok(h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 /// pip inside a container of `base_image`, no network: `requirements` from the wheelhouse (and
@@ -266,15 +293,33 @@ pub fn pip_install(
         find_links.extend(["--find-links", "/extra"]);
     }
     cmd.args([base_image, "python3", &pip_whl, "install"])
-        .args(["--no-index", "--root", "/out", "--no-compile", "--no-cache-dir"])
-        .args(["--disable-pip-version-check", "--no-warn-script-location", "--root-user-action=ignore", "--quiet"])
+        .args([
+            "--no-index",
+            "--root",
+            "/out",
+            "--no-compile",
+            "--no-cache-dir",
+        ])
+        .args([
+            "--disable-pip-version-check",
+            "--no-warn-script-location",
+            "--root-user-action=ignore",
+            "--quiet",
+        ])
         .args(&find_links);
     if no_deps {
         cmd.arg("--no-deps");
     }
     cmd.args(requirements);
-    let status = cmd.status().context("running pip in a container")?;
-    ensure!(status.success(), "pip install {} in the base container failed ({status})", requirements.join(" "));
+    let status = cmd
+        .stdout(std::io::stderr())
+        .status()
+        .context("running pip in a container")?;
+    ensure!(
+        status.success(),
+        "pip install {} in the base container failed ({status})",
+        requirements.join(" ")
+    );
     Ok(())
 }
 
@@ -336,7 +381,14 @@ pub fn kiln_layer(
         .take(2)
         .collect::<Vec<_>>()
         .join("==");
-    pip_install(base_image, wheelhouse, Some(&wheel_dir), &stage, std::slice::from_ref(&dist), true)?;
+    pip_install(
+        base_image,
+        wheelhouse,
+        Some(&wheel_dir),
+        &stage,
+        std::slice::from_ref(&dist),
+        true,
+    )?;
     let bin = stage.join("usr/local/bin");
     std::fs::create_dir_all(&bin)?;
     std::fs::copy(kiln_bin, bin.join("kiln"))
@@ -407,9 +459,17 @@ pub fn config(cfg: &ImageConfig, layers: &[(&str, &str)]) -> serde_json::Value {
 /// Writes the `docker save` layout (layers as links to the cached tarballs) and pipes it, with
 /// the links followed, into `docker load`, unless the engine has this image ID already. Returns
 /// the image ID and whether it was loaded.
-pub fn load(work: &Path, tag: &str, config: &serde_json::Value, layers: &[&Layer]) -> Result<(String, bool)> {
+pub fn load(
+    work: &Path,
+    tag: &str,
+    config: &serde_json::Value,
+    layers: &[&Layer],
+) -> Result<(String, bool)> {
     let bytes = serde_json::to_vec(config)?;
-    let hex: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let id = format!("sha256:{hex}");
     if docker::image_id(&id).is_some() {
         docker::checked(&["tag", &id, tag])?;
@@ -501,10 +561,16 @@ mod tests {
         let pins = crate::toolchain::pins().unwrap();
         let cudnn = &pins.runtime["cudnn"];
         let got = pinned_requirements(
-            &[format!("{}{}", cudnn.wheel, cudnn.requires), "numpy>=2".into()],
+            &[
+                format!("{}{}", cudnn.wheel, cudnn.requires),
+                "numpy>=2".into(),
+            ],
             &pins,
         );
-        assert_eq!(got[0], (format!("{}=={}", cudnn.wheel, cudnn.version), true));
+        assert_eq!(
+            got[0],
+            (format!("{}=={}", cudnn.wheel, cudnn.version), true)
+        );
         assert_eq!(got[1], ("numpy>=2".to_string(), false));
     }
 

@@ -65,13 +65,23 @@ pub fn scan(image: &str) -> Result<Value> {
             driver.push(line);
         }
     }
-    ensure!(list.wait()?.success(), "tar could not read docker export's stream");
+    ensure!(
+        list.wait()?.success(),
+        "tar could not read docker export's stream"
+    );
     ensure!(export.wait()?.success(), "docker export {} failed", c.id);
-    ensure!(files > 1000, "docker export listed only {files} paths: not a whole image");
+    ensure!(
+        files > 1000,
+        "docker export listed only {files} paths: not a whole image"
+    );
     eprintln!(
         "image: scan: {files} paths in the image, {} named libcuda.so*{}",
         driver.len(),
-        if driver.is_empty() { String::new() } else { format!(": {}", driver.join(", ")) }
+        if driver.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", driver.join(", "))
+        }
     );
     ensure!(
         driver.is_empty(),
@@ -100,7 +110,11 @@ fn run_in(image: &str, pre: &[String], args: &[&str]) -> Result<(Option<i32>, St
 
 /// `kiln doctor --runtime-only` in the image, human (printed) and `--json` (checked).
 pub fn doctor(image: &str) -> Result<Value> {
-    let (code, text, err) = run_in(image, &[], &["kiln", "doctor", "--runtime-only", "--color", "never"])?;
+    let (code, text, err) = run_in(
+        image,
+        &[],
+        &["kiln", "doctor", "--runtime-only", "--color", "never"],
+    )?;
     eprintln!("image: kiln doctor --runtime-only (in the image, no GPU), exit {code:?}:");
     for line in text.lines() {
         eprintln!("  | {line}");
@@ -108,7 +122,8 @@ pub fn doctor(image: &str) -> Result<Value> {
     if !err.trim().is_empty() {
         eprintln!("  stderr: {}", err.trim());
     }
-    let (jcode, json_text, jerr) = run_in(image, &[], &["kiln", "doctor", "--runtime-only", "--json"])?;
+    let (jcode, json_text, jerr) =
+        run_in(image, &[], &["kiln", "doctor", "--runtime-only", "--json"])?;
     let report: Value = serde_json::from_str(&json_text)
         .with_context(|| format!("kiln doctor --json printed no JSON (exit {jcode:?}): {jerr}"))?;
     let verdict = &report["verdict"];
@@ -118,9 +133,17 @@ pub fn doctor(image: &str) -> Result<Value> {
         checks.iter().filter(move |c| c["id"] == id)
     }
     let by_id = |id: &'static str| by_id(&checks, id);
-    let stubs: Vec<&Value> = by_id("trap.stub-libcuda").filter(|c| c["status"] != "ok").collect();
+    let stubs: Vec<&Value> = by_id("trap.stub-libcuda")
+        .filter(|c| c["status"] != "ok")
+        .collect();
     let runtime: Vec<String> = by_id("trap.runtime-lib")
-        .map(|c| format!("{}: {}", c["subject"].as_str().unwrap_or("?"), c["status"].as_str().unwrap_or("?")))
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["subject"].as_str().unwrap_or("?"),
+                c["status"].as_str().unwrap_or("?")
+            )
+        })
         .collect();
     // Exit 1: a failed check (README: "Exit 0 when nothing fails, 1 when a check fails").
     ensure!(
@@ -132,19 +155,28 @@ pub fn doctor(image: &str) -> Result<Value> {
         "the doctor's verdict must be: cannot run, because driver.libcuda failed; got {verdict}"
     );
     let reason = blocker["reason"].as_str().unwrap_or_default();
+    let libcuda: Vec<&Value> = by_id("driver.libcuda").collect();
     ensure!(
-        reason.contains("libcuda.so.1"),
-        "the doctor's reason must name libcuda.so.1, got {reason:?}"
+        libcuda.len() == 1
+            && libcuda[0]["status"] == "fail"
+            && libcuda[0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("libcuda.so.1")),
+        "the doctor's driver.libcuda check must fail naming libcuda.so.1, got {libcuda:?}"
     );
     ensure!(
         by_id("trap.stub-libcuda").count() > 0 && stubs.is_empty(),
         "the doctor must look for a stub libcuda and find none: {stubs:?}"
     );
     ensure!(
-        !runtime.is_empty() && by_id("trap.runtime-lib").all(|c| c["status"] == "ok" || c["status"] == "skip"),
+        !runtime.is_empty()
+            && by_id("trap.runtime-lib").all(|c| c["status"] == "ok" || c["status"] == "skip"),
         "the runtime wheels in the image must satisfy the doctor: {runtime:?}"
     );
-    eprintln!("image: doctor: exit 1, cannot run because {reason}; no stub libcuda; runtime libraries {}", runtime.join(", "));
+    eprintln!(
+        "image: doctor: exit 1, cannot run because {reason}; no stub libcuda; runtime libraries {}",
+        runtime.join(", ")
+    );
     Ok(json!({
         "exit": code,
         "can_run": verdict["can_run"],
@@ -157,12 +189,22 @@ pub fn doctor(image: &str) -> Result<Value> {
 
 /// `import kiln` in the image: build_info, and the no-driver error on a GPU call.
 pub fn import(image: &str, wheel_version: &str) -> Result<Value> {
-    let (code, out, err) = run_in(image, &[], &["python3", "-c", "import kiln; print(kiln.build_info())"])?;
-    ensure!(code == Some(0), "python3 -c 'import kiln; print(kiln.build_info())' in the image: exit {code:?}: {err}");
+    let (code, out, err) = run_in(
+        image,
+        &[],
+        &["python3", "-c", "import kiln; print(kiln.build_info())"],
+    )?;
+    ensure!(
+        code == Some(0),
+        "python3 -c 'import kiln; print(kiln.build_info())' in the image: exit {code:?}: {err}"
+    );
     let shown: String = out.chars().take(160).collect();
     eprintln!("image: python3 -c 'import kiln; print(kiln.build_info())': {shown}…");
     let (code, out, err) = run_in(image, &[], &["python3", "-c", PROBE])?;
-    ensure!(code == Some(0), "the import probe in the image: exit {code:?}: {err}");
+    ensure!(
+        code == Some(0),
+        "the import probe in the image: exit {code:?}: {err}"
+    );
     let r: Value = serde_json::from_str(out.trim().lines().last().unwrap_or_default())
         .with_context(|| format!("the import probe printed {out:?}"))?;
     ensure!(
@@ -197,17 +239,49 @@ pub fn import(image: &str, wheel_version: &str) -> Result<Value> {
     }))
 }
 
+/// The rules kiln's pins cannot judge NVIDIA's runtime libraries by: kiln's matrix, PTX and
+/// driver floor are statements about kiln's binaries, and NVIDIA builds cuBLAS, cuDNN and NCCL
+/// to its own. Waived for `nvidia/*` only, visibly (the report lists each waived finding with
+/// the reason); kiln's own files get no waiver.
+const NVIDIA_WAIVED: &[&str] = &[
+    "arch/kernel-missing-sass",
+    "arch/missing-sass",
+    "arch/missing-ptx",
+    "arch/unexpected-ptx",
+    "arch/ptx-isa-too-new",
+    "tags/cxx-abi-too-new",
+];
+
 /// `kiln audit SITE --policy Cargo.toml --json` run by the image's own kiln, on its own
-/// site-packages (the checkout's Cargo.toml mounted read-only).
+/// site-packages (the checkout's Cargo.toml mounted read-only): exit 0 at the wheel check's
+/// level (`--fail-on error`), with [`NVIDIA_WAIVED`] waived for `nvidia/*`, and no finding at
+/// all (warnings included) on a file outside `nvidia/`.
 pub fn audit(image: &str, site: &str, pins: &Path) -> Result<Value> {
-    let mount = vec!["-v".to_string(), docker::mount(pins, "/kiln-pins/Cargo.toml", true)?];
-    let (code, out, err) = run_in(
-        image,
-        &mount,
-        &["kiln", "audit", site, "--policy", "/kiln-pins/Cargo.toml", "--json"],
-    )?;
-    let report: Value = serde_json::from_str(&out)
-        .with_context(|| format!("kiln audit {site} --json in the image printed no JSON (exit {code:?}): {err}"))?;
+    let mount = vec![
+        "-v".to_string(),
+        docker::mount(pins, "/kiln-pins/Cargo.toml", true)?,
+    ];
+    let mut args: Vec<String> = [
+        "kiln",
+        "audit",
+        site,
+        "--policy",
+        "/kiln-pins/Cargo.toml",
+        "--json",
+    ]
+    .map(String::from)
+    .to_vec();
+    for rule in NVIDIA_WAIVED {
+        args.push("--allow".into());
+        args.push(format!(
+            "{rule}:nvidia/*=NVIDIA's runtime wheel, built to NVIDIA's matrix and toolchain, not kiln's pins"
+        ));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = run_in(image, &mount, &args)?;
+    let report: Value = serde_json::from_str(&out).with_context(|| {
+        format!("kiln audit {site} --json in the image printed no JSON (exit {code:?}): {err}")
+    })?;
     let findings: Vec<String> = report["findings"]
         .as_array()
         .into_iter()
@@ -217,13 +291,28 @@ pub fn audit(image: &str, site: &str, pins: &Path) -> Result<Value> {
                 "{} {} {}: {}",
                 f["severity"].as_str().unwrap_or("?"),
                 f["rule"].as_str().unwrap_or("?"),
-                f["path"].as_str().unwrap_or(""),
+                f["file"].as_str().unwrap_or(""),
                 f["message"].as_str().unwrap_or("")
             )
         })
         .collect();
-    let binaries = report["binaries"].as_array().map_or(0, |b| b.len());
-    for f in &findings {
+    let binaries: Vec<&str> = report["binaries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["path"].as_str().or(b["file"].as_str()))
+        .collect();
+    let ours: Vec<&String> = findings
+        .iter()
+        .filter(|f| {
+            !f.split_whitespace()
+                .nth(2)
+                .is_some_and(|p| p.starts_with("nvidia/"))
+        })
+        .filter(|f| !f.starts_with("info "))
+        .collect();
+    let waived = report["waived"].as_array().map_or(0, |w| w.len());
+    for f in findings.iter().filter(|f| !f.starts_with("info ")) {
         eprintln!("  audit: {f}");
     }
     ensure!(
@@ -231,11 +320,24 @@ pub fn audit(image: &str, site: &str, pins: &Path) -> Result<Value> {
         "kiln audit {site} --policy Cargo.toml in the image: exit {code:?} (0 = clean at --fail-on error), {} findings",
         findings.len()
     );
+    ensure!(
+        ours.is_empty(),
+        "kiln audit {site}: findings outside nvidia/ (kiln's own files): {ours:?}"
+    );
+    ensure!(
+        report["counts"]["binaries"].as_u64().unwrap_or(0) > 1,
+        "kiln audit {site} read {:?} binaries: not the image's site-packages",
+        report["counts"]["binaries"]
+    );
     eprintln!(
-        "image: kiln audit {site} --policy Cargo.toml: clean (exit 0), {binaries} binaries, {} findings below error",
+        "image: kiln audit {site} --policy Cargo.toml: exit 0, {} binaries; {waived} NVIDIA-library findings waived by rule ({}), {} warnings/infos shown, none on kiln's files",
+        report["counts"]["binaries"],
+        NVIDIA_WAIVED.join(", "),
         findings.len()
     );
-    Ok(json!({ "exit": code, "binaries": binaries, "findings": findings, "counts": report["counts"] }))
+    Ok(
+        json!({ "exit": code, "binaries": binaries, "findings": findings, "waived": waived, "counts": report["counts"] }),
+    )
 }
 
 #[cfg(test)]
@@ -246,7 +348,9 @@ mod tests {
         assert!(d("./usr/lib/x86_64-linux-gnu/libcuda.so.1"));
         assert!(d("usr/lib/libcuda.so"));
         assert!(d("libcuda.so.580.95.05"));
-        assert!(!d("usr/local/lib/python3.11/dist-packages/nvidia/cu13/lib/libcudart.so.13"));
+        assert!(!d(
+            "usr/local/lib/python3.11/dist-packages/nvidia/cu13/lib/libcudart.so.13"
+        ));
         assert!(!d("libcudadevrt.a"));
         assert!(!d("libcuda.so.1.txt/other"));
     }
