@@ -56,6 +56,10 @@ pub struct Args {
     /// first build compiles every kernel).
     #[arg(long)]
     pub keep_cache: bool,
+    /// Build nothing: run the image checks (libcuda scan, doctor, import, audit) on this image,
+    /// e.g. one derived `FROM kiln:<version>`.
+    #[arg(long, value_name = "IMAGE", conflicts_with_all = ["wheel", "consumer", "no_verify"])]
+    pub check: Option<String>,
     /// Print a JSON summary on stdout (progress stays on stderr).
     #[arg(long)]
     pub json: bool,
@@ -69,6 +73,9 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     std::fs::create_dir_all(&work)?;
     let epoch = source_date_epoch(&root);
     let revision = git(&root, &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    if let Some(image) = &args.check {
+        return check_only(image, &root, args.json);
+    }
     let mut times = serde_json::Map::new();
     let mut lap = {
         let mut t = Instant::now();
@@ -254,6 +261,50 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     if !failed.is_empty() {
         bail!("image checks failed: {}", failed.join(", "));
     }
+    Ok(())
+}
+
+/// `--check IMAGE`: the checks alone, on an image the engine has.
+fn check_only(image: &str, root: &Path, print_json: bool) -> Result<()> {
+    docker::image_id(image).with_context(|| format!("the Docker engine has no image {image}"))?;
+    let py = layers::base_python(image)?;
+    let version = docker::image_label(image, "org.opencontainers.image.version")
+        .with_context(|| format!("{image} has no org.opencontainers.image.version label (not made by cargo xtask image?)"))?;
+    let mut checks = serde_json::Map::new();
+    let mut failed = Vec::new();
+    let results = [
+        ("libcuda-scan", verify::scan(image)),
+        ("doctor", verify::doctor(image)),
+        ("import", verify::import(image, &version)),
+        (
+            "audit",
+            verify::audit(image, &py.site, &root.join("Cargo.toml")),
+        ),
+    ];
+    for (name, r) in results {
+        match r {
+            Ok(v) => {
+                checks.insert(name.into(), v);
+            }
+            Err(e) => {
+                eprintln!("image: FAILED {name}: {e:#}");
+                checks.insert(name.into(), json!({ "error": format!("{e:#}") }));
+                failed.push(name);
+            }
+        }
+    }
+    if print_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({ "image": image, "checks": checks, "failed": failed })
+            )?
+        );
+    }
+    if !failed.is_empty() {
+        bail!("image checks failed on {image}: {}", failed.join(", "));
+    }
+    eprintln!("image: every check passed on {image}");
     Ok(())
 }
 

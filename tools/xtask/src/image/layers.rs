@@ -256,13 +256,37 @@ pub fn runtime_key(
         h.update(format!(
             "{} {}\n",
             w.file_name().unwrap_or_default().to_string_lossy(),
-            sha256_file(w)?
+            wheel_digest(w)?
         ));
     }
     Ok(h.finalize()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect())
+}
+
+/// A wheel's sha256, remembered beside it (`NAME.whl.sha256`: digest, size, mtime) so that a
+/// warm run does not hash 1 GB of wheels again; recomputed when the size or mtime differ.
+fn wheel_digest(wheel: &Path) -> Result<String> {
+    let meta = std::fs::metadata(wheel)?;
+    let mtime = meta
+        .modified()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let stamp = format!("{} {mtime}", meta.len());
+    let mut side = wheel.as_os_str().to_owned();
+    side.push(".sha256");
+    let side = PathBuf::from(side);
+    if let Ok(text) = std::fs::read_to_string(&side) {
+        if let Some((digest, rest)) = text.trim().split_once(' ') {
+            if rest == stamp && digest.len() == 64 {
+                return Ok(digest.to_string());
+            }
+        }
+    }
+    let digest = sha256_file(wheel)?;
+    std::fs::write(&side, format!("{digest} {stamp}\n"))?;
+    Ok(digest)
 }
 
 /// pip inside a container of `base_image`, no network: `requirements` from the wheelhouse (and
