@@ -205,7 +205,7 @@ fn build(work: &Path, layout: &Layout, kiln: &Path, vendor: &Path, name: &str) -
         summary["compiled"], summary["cached"], summary["compile_jobs"], summary["linked"], summary["link_jobs"], needed.join(" ")
     );
     ensure!(
-        !needed.iter().any(|n| n.starts_with("libcuda")),
+        !links_driver(&needed),
         "{LIBRARY} built in the container links the driver: NEEDED {needed:?}"
     );
     let audit = Command::new(kiln)
@@ -224,6 +224,13 @@ fn build(work: &Path, layout: &Layout, kiln: &Path, vendor: &Path, name: &str) -
     Ok(json!({ "seconds": seconds, "summary": summary, "needed": needed, "audit_exit": 0 }))
 }
 
+/// Whether DT_NEEDED names the driver library (`libcuda.so`, `libcuda.so.1`, …).
+fn links_driver(needed: &[String]) -> bool {
+    needed
+        .iter()
+        .any(|n| n == "libcuda.so" || n.starts_with("libcuda.so."))
+}
+
 /// DT_NEEDED of an ELF file (readelf -d).
 fn needed(path: &Path) -> Result<Vec<String>> {
     let out = run_checked(Command::new("readelf").arg("-d").arg(path))?;
@@ -232,4 +239,59 @@ fn needed(path: &Path) -> Result<Vec<String>> {
         .filter(|l| l.contains("(NEEDED)"))
         .filter_map(|l| Some(l.split_once('[')?.1.trim_end_matches(']').to_string()))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    /// A library linked `-lcuda` against a stub (as a build with the toolkit's stubs on `-L`
+    /// links one) is caught; one that loads the driver at run time is not.
+    #[test]
+    fn a_library_linked_against_libcuda_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(
+            d.join("stub.c"),
+            "int cuInit(unsigned f) { (void)f; return 34; }\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("lib.c"),
+            "int cuInit(unsigned); int f(void) { return cuInit(0); }\n",
+        )
+        .unwrap();
+        let gcc = |args: &[&str]| {
+            let s = Command::new("gcc")
+                .current_dir(d)
+                .args(args)
+                .status()
+                .unwrap();
+            assert!(s.success(), "gcc {args:?}");
+        };
+        gcc(&[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            "libcuda.so",
+            "stub.c",
+        ]);
+        gcc(&[
+            "-shared",
+            "-fPIC",
+            "-o",
+            "linked.so",
+            "lib.c",
+            "-L.",
+            "-lcuda",
+        ]);
+        gcc(&["-shared", "-fPIC", "-o", "clean.so", "stub.c"]);
+        let linked = super::needed(&d.join("linked.so")).unwrap();
+        assert!(linked.contains(&"libcuda.so.1".to_string()), "{linked:?}");
+        assert!(super::links_driver(&linked));
+        let clean = super::needed(&d.join("clean.so")).unwrap();
+        assert!(!super::links_driver(&clean), "{clean:?}");
+        assert!(!super::links_driver(&["libcudart.so.13".into()]));
+    }
 }
