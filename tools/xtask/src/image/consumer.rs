@@ -170,6 +170,8 @@ fn build(work: &Path, layout: &Layout, kiln: &Path, vendor: &Path, name: &str) -
             cmd.arg("-e").arg(format!("{k}={}", v.to_string_lossy()));
         }
     }
+    // No debug info: the dependencies compile faster, and nothing here is debugged.
+    cmd.args(["-e", "CARGO_PROFILE_DEV_DEBUG=0"]);
     cmd.args([
         "-e",
         "KILN_KERNEL_CACHE=/cache",
