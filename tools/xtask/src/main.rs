@@ -10,6 +10,7 @@ mod bootstrap;
 mod cli_wheel;
 mod consumer;
 mod gpu_bundle;
+mod image;
 mod kernels;
 mod nix_check;
 mod packaged;
@@ -72,6 +73,10 @@ enum Command {
     /// README's `kiln doctor` command, read from README.md and run as written (`kiln` = this
     /// checkout's build); it must exit 0 on a bootstrapped machine, GPU or not.
     ReadmeDoctor,
+    /// kiln's container image without Nix: a debootstrap base, Python, the wheel and its runtime
+    /// wheels, the CLI, no libcuda; loaded into Docker and checked without a GPU (`--consumer`:
+    /// checks/consumer's kernels built in a container with no driver, the cache on a volume).
+    Image(image::Args),
     /// kiln as the crates registry would serve it: `cargo package` of every published crate,
     /// then checks/consumer and the `kiln` CLI built from the unpacked `.crate` files.
     Packaged(packaged::Args),
@@ -102,6 +107,7 @@ fn main() {
         Command::Packaged(args) => {
             bootstrap::ensure().and_then(|layout| packaged::run(args, &layout))
         }
+        Command::Image(args) => bootstrap::ensure().and_then(|layout| image::run(args, &layout)),
         Command::Sandbox(args) => {
             bootstrap::ensure().and_then(|layout| sandbox::run(args, &layout))
         }

@@ -35,6 +35,11 @@
 //!   so a time that leaks into the bytes shows. Its first wheel serves `audit`, `wheel`,
 //!   `resolve` and `mutations`, so the release wheel is built through `cargo xtask wheel` only
 //!   twice.
+//! - `image`: builds nothing of kiln: it takes `repro`'s wheel and the release `kiln` the
+//!   sandbox built. Its consumer part is two debug builds of checks/consumer in containers, each
+//!   in a fresh target directory on purpose (the second proves the kernel cache volume alone
+//!   makes it compile no kernel); the base tarball and the runtime wheels' layer are cached in
+//!   `target/image/`.
 //! - `consumer`: another project (its own lock and workspace, kiln-build by a path outside it,
 //!   so other unit names), the README's route as written; nothing of it is kiln's build.
 
@@ -124,6 +129,11 @@ const SUITES: &[Suite] = &[
         name: "wheel",
         what: "the wheel on a machine without a GPU: fresh venv, pip install, import, build_info, no-driver error",
         command: &["python3", "checks/wheel/check_no_gpu.py", "{wheel}", "--pins", "Cargo.toml"],
+    },
+    Suite {
+        name: "image",
+        what: "cargo xtask image: debootstrap base, runtime wheels, the wheel and kiln, no libcuda; loaded into Docker and run without a GPU (doctor --runtime-only, import kiln, kiln audit of its site-packages); checks/consumer's kernels built twice in a container with no driver, the second reusing every kernel from the cache volume",
+        command: &["xtask", "image", "--wheel", "{wheel}", "--consumer"],
     },
     Suite {
         name: "resolve",
