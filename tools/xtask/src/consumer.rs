@@ -28,8 +28,8 @@ use kiln_fatbin::container::EntryKind;
 use kiln_pins::Pins;
 use object::{Object, ObjectSection};
 
-use crate::audit_fixture::{run_tool, Wheel};
-use crate::toolchain::{repo_root, Layout};
+use crate::audit_fixture::Wheel;
+use crate::toolchain::{repo_root, run_checked, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -301,7 +301,7 @@ fn check_break(
     let tmp = tempfile::tempdir()?;
     let cubin = tmp.path().join(format!("sm_{BROKEN_ARCH}.cubin"));
     let cuda = layout.cuda_home();
-    run_tool(
+    run_checked(
         Command::new(cuda.join("bin/nvcc"))
             .arg("-cubin")
             .arg(format!("-arch=sm_{BROKEN_ARCH}"))
@@ -316,7 +316,7 @@ fn check_break(
     let so = tmp.path().join("member.so");
     std::fs::write(&so, wheel.get(&member).context("member")?)?;
     let new_section = refatbin_with(&cuda, tmp.path(), &section, BROKEN_ARCH, &cubin)?;
-    run_tool(
+    run_checked(
         Command::new("objcopy")
             .arg(format!(
                 "--update-section=.nv_fatbin={}",
@@ -388,7 +388,7 @@ fn refatbin_with(
         ));
     }
     ensure!(replaced, "the fatbin has no sm_{sm} cubin to replace");
-    run_tool(&mut cmd)?;
+    run_checked(&mut cmd)?;
     Ok(out)
 }
 

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 
-use crate::toolchain::{repo_root, run_checked, Layout};
+use crate::toolchain::{copy_tree, repo_root, run_checked, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -90,7 +90,11 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     // 3. One workspace: the consumer (kiln-build, kiln-embed by version) and the CLI.
     let ws = work.path().join("ws");
     let consumer = ws.join("consumer");
-    copy_dir(&root.join("checks/consumer"), &consumer)?;
+    copy_tree(
+        &root.join("checks/consumer"),
+        &consumer,
+        &["target", "dist"],
+    )?;
     let versions: BTreeMap<&str, &str> = published
         .iter()
         .map(|p| (p.name.as_str(), p.version.as_str()))
@@ -324,25 +328,6 @@ fn check_resolved_from(ws: &Path, work: &Path, unpacked: &BTreeMap<String, PathB
         }
     }
     eprintln!("packaged: {seen} kiln crates in the graph, each from its .crate file");
-    Ok(())
-}
-
-/// `from` copied to `to`, without build output.
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name == "target" || name == "dist" {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(&name));
-        if entry.file_type()?.is_dir() {
-            copy_dir(&src, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst)?;
-        }
-    }
     Ok(())
 }
 

@@ -44,3 +44,21 @@ pub fn run_checked(cmd: &mut Command) -> Result<std::process::Output> {
     }
     Ok(out)
 }
+
+/// `from` — a file, or a directory with everything below it except entries named in `skip` —
+/// copied to `to` (links followed: their targets' bytes are copied).
+pub fn copy_tree(from: &Path, to: &Path, skip: &[&str]) -> Result<()> {
+    if from.is_dir() {
+        std::fs::create_dir_all(to)?;
+        for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+            let name = e?.file_name();
+            if !skip.iter().any(|s| name == *s) {
+                copy_tree(&from.join(&name), &to.join(&name), skip)?;
+            }
+        }
+    } else {
+        std::fs::create_dir_all(to.parent().context("a path with a parent")?)?;
+        std::fs::copy(from, to).with_context(|| format!("copying {}", from.display()))?;
+    }
+    Ok(())
+}
