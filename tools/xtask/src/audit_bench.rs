@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::bootstrap;
-use crate::toolchain::{repo_root, Layout};
+use crate::toolchain::{repo_root, run_status, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -600,16 +600,14 @@ fn run_cuobjdump(cuobjdump: &Path, wheel: &Path, scratch: &Path) -> Result<Strin
         std::fs::remove_dir_all(scratch)?;
     }
     std::fs::create_dir_all(scratch)?;
-    let status = Command::new("unzip")
-        .args(["-q", "-o"])
-        .arg(wheel)
-        .arg("-d")
-        .arg(scratch)
-        .status()
-        .context("running unzip")?;
-    if !status.success() {
-        bail!("unzip {} failed", wheel.display());
-    }
+    run_status(
+        Command::new("unzip")
+            .args(["-q", "-o"])
+            .arg(wheel)
+            .arg("-d")
+            .arg(scratch),
+        format_args!("unzip {} failed", wheel.display()),
+    )?;
     let mut libs = Vec::new();
     let mut stack = vec![scratch.to_path_buf()];
     while let Some(d) = stack.pop() {

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 
-use crate::toolchain::{pins, repo_root, run_checked, Layout};
+use crate::toolchain::{pins, repo_root, run_checked, run_status, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -124,11 +124,7 @@ fn build(layout: &Layout, root: &Path) -> Result<PathBuf> {
         .env("XDG_CACHE_HOME", target.join("xdg-cache"))
         .env("ZIG_GLOBAL_CACHE_DIR", target.join("zig-cache"));
     layout.apply(&mut cmd);
-    let status = cmd.status().context("cannot start maturin")?;
-    ensure!(
-        status.success(),
-        "maturin build of the CLI wheel failed ({status})"
-    );
+    run_status(&mut cmd, "maturin build of the CLI wheel failed")?;
     let wheels: Vec<PathBuf> = std::fs::read_dir(&out)?
         .flatten()
         .map(|e| e.path())

@@ -29,7 +29,7 @@ use kiln_pins::Pins;
 use object::{Object, ObjectSection};
 
 use crate::audit_fixture::Wheel;
-use crate::toolchain::{repo_root, run_checked, Layout};
+use crate::toolchain::{repo_root, run_checked, run_status, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -76,11 +76,10 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
             sh.env_remove(var);
         }
     }
-    let status = sh.status().context("running bash")?;
-    ensure!(
-        status.success(),
-        "README's consumer block failed ({status}); it is run as written, from a fresh directory"
-    );
+    run_status(
+        &mut sh,
+        "README's consumer block, run as written from a fresh directory, failed",
+    )?;
     eprintln!(
         "consumer: README block passed in {:.0} s",
         started.elapsed().as_secs_f64()

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 
-use crate::toolchain::{copy_tree, repo_root, run_checked, Layout};
+use crate::toolchain::{copy_tree, repo_root, run_checked, run_status, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -122,11 +122,10 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         .args(["build", "--workspace"])
         .env("CARGO_TARGET_DIR", &target);
     layout.apply(&mut build);
-    let status = build.status().context("running cargo build")?;
-    ensure!(
-        status.success(),
-        "the consumer and the CLI from the packaged crates failed to build ({status})"
-    );
+    run_status(
+        &mut build,
+        "the consumer and the CLI from the packaged crates failed to build",
+    )?;
     eprintln!(
         "packaged: consumer + kiln CLI built from the .crate files in {:.0} s",
         t.elapsed().as_secs_f64()

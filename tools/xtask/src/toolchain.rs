@@ -62,3 +62,13 @@ pub fn copy_tree(from: &Path, to: &Path, skip: &[&str]) -> Result<()> {
     }
     Ok(())
 }
+
+/// Runs a command, its output on the terminal; unless it succeeds, fails with `failed` and its
+/// exit status.
+pub fn run_status(cmd: &mut Command, failed: impl std::fmt::Display) -> Result<()> {
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    anyhow::ensure!(status.success(), "{failed} ({status})");
+    Ok(())
+}

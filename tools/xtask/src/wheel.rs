@@ -12,7 +12,7 @@ use kiln_pins::Pins;
 use kiln_wheel::finalize::Recipe;
 
 use crate::bootstrap;
-use crate::toolchain::{pins, repo_root, run_checked, Layout};
+use crate::toolchain::{pins, repo_root, run_checked, run_status, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -65,13 +65,7 @@ pub fn no_gpu_check(wheel: &Path, offline: bool) -> Result<()> {
     if offline {
         cmd.arg("--offline");
     }
-    let status = cmd
-        .status()
-        .context("running checks/wheel/check_no_gpu.py")?;
-    if !status.success() {
-        bail!("the no-GPU wheel check failed ({status})");
-    }
-    Ok(())
+    run_status(&mut cmd, "the no-GPU wheel check failed")
 }
 
 /// Builds (and unless told otherwise audits) the wheel; used by `gpu-bundle` too.

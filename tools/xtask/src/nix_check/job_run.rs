@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 
 use super::outputs::NO_IFD;
 use super::{nix_error, tools::Tools, Flake};
-use crate::toolchain::copy_tree;
+use crate::toolchain::{copy_tree, run_status};
 
 /// What nix/kernel-jobs.nix says one job's derivation sees (`passthru.layout`).
 #[derive(serde::Deserialize)]
@@ -64,21 +64,17 @@ pub fn check(tools: &Tools, flake: &Flake) -> Result<String> {
         chosen.insert(root);
         chosen.extend(l.deps.iter().map(String::as_str));
     }
-    let status = Command::new("cargo")
-        .current_dir(&flake.root)
-        .args([
+    run_status(
+        Command::new("cargo").current_dir(&flake.root).args([
             "build",
             "--quiet",
             "-p",
             "kiln-build",
             "--bin",
             "kiln-kernel-job",
-        ])
-        .status()
-        .context("building kiln-kernel-job")?;
-    if !status.success() {
-        bail!("cargo build -p kiln-build --bin kiln-kernel-job failed");
-    }
+        ]),
+        "cargo build -p kiln-build --bin kiln-kernel-job failed",
+    )?;
     let tool = flake.root.join("target/debug/kiln-kernel-job");
     let scratch = tempfile::tempdir()?;
     let outs = scratch.path().join("jobs");
