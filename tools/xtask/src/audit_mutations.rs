@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::audit_fixture::{self, Wheel};
 use crate::bootstrap;
-use crate::toolchain::{pins, repo_root, run_checked, Layout};
+use crate::toolchain::{cargo_build, pins, repo_root, run_checked, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -750,32 +750,6 @@ fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     Ok(None)
 }
 
-fn kiln_binary(layout: &Layout) -> Result<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(repo_root())
-        .args(["build", "-q", "-p", "kiln", "--message-format=json"]);
-    layout.apply(&mut cmd);
-    let out = cmd.output().context("cargo build -p kiln")?;
-    if !out.status.success() {
-        bail!(
-            "cargo build -p kiln failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "kiln" {
-            if let Some(exe) = v["executable"].as_str() {
-                return Ok(PathBuf::from(exe));
-            }
-        }
-    }
-    bail!("cargo did not report the kiln executable")
-}
-
 /// Damages whose rule is a warning by design: a RUNPATH entry into another wheel's directory
 /// that gives the binary nothing it loads is harmless until something is put there.
 const WARNING_RULES: &[&str] = &["linkage/runpath-undeclared-wheel"];
@@ -816,7 +790,7 @@ pub fn run(args: Args) -> Result<()> {
         std::fs::remove_dir_all(&work).with_context(|| format!("clearing {}", work.display()))?;
     }
     std::fs::create_dir_all(work.join("tmp"))?;
-    let kiln = kiln_binary(&layout)?;
+    let kiln = cargo_build(&layout, &repo_root(), &["-p", "kiln"], &["kiln"])?.remove(0);
     let good_path = match &args.wheel {
         Some(p) => p.clone(),
         None => audit_fixture::build_good_wheel(&work, &pins, &layout)

@@ -279,7 +279,7 @@ fn check_break(
     std::fs::write(&source, broken)?;
 
     // 1. The build: kiln-build's own check of the linked outputs.
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cargo = crate::toolchain::cargo();
     cargo
         .args(["build", "--release", "--locked"])
         .current_dir(project)

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 
-use crate::toolchain::{copy_tree, repo_root, run_checked, run_status, Layout};
+use crate::toolchain::{cargo, copy_tree, repo_root, run_checked, run_status, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -34,10 +34,6 @@ pub struct Published {
     pub name: String,
     pub version: String,
     pub dir: PathBuf,
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
 pub fn run(args: Args, layout: &Layout) -> Result<()> {

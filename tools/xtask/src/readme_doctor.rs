@@ -23,9 +23,8 @@ pub fn run(layout: &Layout) -> Result<()> {
             .any(|l| l.trim_start().starts_with("kiln doctor")),
         "README's doctor block runs no `kiln doctor`:\n{block}"
     );
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     run_status(
-        Command::new(&cargo)
+        crate::toolchain::cargo()
             .current_dir(&root)
             .args(["build", "--locked", "--quiet", "-p", "kiln"]),
         "cargo build -p kiln failed",

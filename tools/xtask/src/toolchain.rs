@@ -72,3 +72,51 @@ pub fn run_status(cmd: &mut Command, failed: impl std::fmt::Display) -> Result<(
     anyhow::ensure!(status.success(), "{failed} ({status})");
     Ok(())
 }
+
+/// `git ARGS` in `root`: its trimmed stdout, or None when git is missing or fails.
+pub fn git(root: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .current_dir(root)
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The cargo running this xtask (`$CARGO`), else `cargo` from PATH.
+pub fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// `cargo build -q --message-format=json ARGS` in `dir` with the toolchain's environment; the
+/// executables cargo reports for the binary targets `names`, in that order.
+pub fn cargo_build(
+    layout: &Layout,
+    dir: &Path,
+    args: &[&str],
+    names: &[&str],
+) -> Result<Vec<PathBuf>> {
+    let mut cmd = cargo();
+    cmd.current_dir(dir)
+        .args(["build", "-q", "--message-format=json"])
+        .args(args);
+    layout.apply(&mut cmd);
+    let out = run_checked(&mut cmd)?;
+    let reported: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v["reason"] == "compiler-artifact")
+        .collect();
+    names
+        .iter()
+        .map(|name| {
+            reported
+                .iter()
+                .find(|v| v["target"]["name"] == *name && v["executable"].is_string())
+                .map(|v| PathBuf::from(v["executable"].as_str().unwrap_or_default()))
+                .with_context(|| format!("cargo did not report the {name} executable"))
+        })
+        .collect()
+}
