@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 
 use crate::toolchain::{pins, repo_root, run_checked, run_status, Layout};
 
@@ -125,15 +125,7 @@ fn build(layout: &Layout, root: &Path) -> Result<PathBuf> {
         .env("ZIG_GLOBAL_CACHE_DIR", target.join("zig-cache"));
     layout.apply(&mut cmd);
     run_status(&mut cmd, "maturin build of the CLI wheel failed")?;
-    let wheels: Vec<PathBuf> = std::fs::read_dir(&out)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
-        .collect();
-    match wheels.as_slice() {
-        [one] => Ok(one.clone()),
-        other => bail!("maturin left {} wheels in {}", other.len(), out.display()),
-    }
+    crate::toolchain::single_wheel(&out)
 }
 
 struct Audit {

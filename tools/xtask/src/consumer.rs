@@ -29,7 +29,7 @@ use kiln_pins::Pins;
 use object::{Object, ObjectSection};
 
 use crate::audit_fixture::Wheel;
-use crate::toolchain::{repo_root, run_checked, run_status, Layout};
+use crate::toolchain::{repo_root, run_checked, run_status, single_wheel, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -128,19 +128,6 @@ fn consumer_path(dir: &Path, root: &Path) -> std::ffi::OsString {
     let kept = std::env::split_paths(&old).filter(|p| !p.starts_with(&toolchain));
     std::env::join_paths(std::iter::once(dir.to_path_buf()).chain(kept))
         .expect("PATH entries have no ':'")
-}
-
-fn single_wheel(dist: &Path) -> Result<PathBuf> {
-    let wheels: Vec<PathBuf> = std::fs::read_dir(dist)
-        .with_context(|| format!("reading {}", dist.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
-        .collect();
-    match wheels.as_slice() {
-        [w] => Ok(w.clone()),
-        _ => bail!("expected one wheel in {}, found {wheels:?}", dist.display()),
-    }
 }
 
 /// The one ELF member of the wheel with a `.nv_fatbin` section: its name and section bytes.

@@ -120,3 +120,17 @@ pub fn cargo_build(
         })
         .collect()
 }
+
+/// The one `.whl` file in `dir` (a fresh `maturin build --out` directory).
+pub fn single_wheel(dir: &Path) -> Result<PathBuf> {
+    let wheels: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
+        .collect();
+    match wheels.as_slice() {
+        [w] => Ok(w.clone()),
+        _ => anyhow::bail!("expected one wheel in {}, found {wheels:?}", dir.display()),
+    }
+}

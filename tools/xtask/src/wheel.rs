@@ -12,7 +12,7 @@ use kiln_pins::Pins;
 use kiln_wheel::finalize::Recipe;
 
 use crate::bootstrap;
-use crate::toolchain::{cargo_build, git, pins, repo_root, run_status, Layout};
+use crate::toolchain::{cargo_build, git, pins, repo_root, run_status, single_wheel, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -169,19 +169,7 @@ fn maturin_build(layout: &Layout, pins: &Pins, recipe: &Recipe, root: &Path) -> 
     if !status.success() {
         bail!("maturin build failed ({status})");
     }
-    let wheels: Vec<PathBuf> = std::fs::read_dir(&staging)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
-        .collect();
-    match wheels.as_slice() {
-        [one] => Ok(one.clone()),
-        other => bail!(
-            "maturin left {} wheels in {}",
-            other.len(),
-            staging.display()
-        ),
-    }
+    single_wheel(&staging)
 }
 
 /// What makes two builds of one commit byte-identical wherever they run: paths mapped to fixed
