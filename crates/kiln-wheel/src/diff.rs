@@ -115,6 +115,13 @@ impl fmt::Display for Report {
             );
         }
         writeln!(f, "differ: sha256 {} vs {}", self.sha256.0, self.sha256.1)?;
+        if self.differences.is_empty() {
+            writeln!(
+                f,
+                "  every member agrees (name, bytes, time stamp, mode, position): the zip \
+                 container itself differs (compression, extra fields, comments)"
+            )?;
+        }
         for d in &self.differences {
             match d {
                 Difference::OnlyInFirst(n) => writeln!(f, "  {n}: only in the first wheel")?,
@@ -365,6 +372,27 @@ mod tests {
         assert!(!r.identical());
         assert!(
             matches!(&r.differences[0], Difference::Entry { name, what } if name == "kiln/x.py" && what.contains("time stamp")),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn equal_members_in_a_different_container_say_so() {
+        let d = tempfile::tempdir().unwrap();
+        for (name, method) in [
+            ("a.whl", zip::CompressionMethod::Stored),
+            ("b.whl", zip::CompressionMethod::Deflated),
+        ] {
+            let mut w = zip::ZipWriter::new(std::fs::File::create(d.path().join(name)).unwrap());
+            let opts = zip::write::SimpleFileOptions::default().compression_method(method);
+            w.start_file("kiln/x.py", opts).unwrap();
+            w.write_all(&[b'x'; 100]).unwrap();
+            w.finish().unwrap();
+        }
+        let r = wheels(&d.path().join("a.whl"), &d.path().join("b.whl")).unwrap();
+        assert!(!r.identical() && r.differences.is_empty(), "{r}");
+        assert!(
+            r.to_string().contains("the zip container itself differs"),
             "{r}"
         );
     }
