@@ -4,6 +4,7 @@
 //! - [`metadata`]: RFC 822 headers (METADATA, WHEEL), Requires-Dist read (PEP 508) and added
 //! - [`tags`]: wheel file name and `Tag:` expansion
 //! - [`sbom`]: the runtime wheels added to maturin's CycloneDX SBOM
+//! - [`diff`]: two wheels compared member by member (`kiln wheel diff`, `cargo xtask repro`)
 //! - [`archive`]: member path safety, bytecode, a wheel held in memory (rewritten RECORD)
 //! - [`finalize`]: the post-processing step after maturin, from the pins — the same code for
 //!   `cargo xtask wheel` and for Nix (`kiln wheel finalize`)
@@ -13,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod archive;
+pub mod diff;
 pub mod finalize;
 pub mod metadata;
 pub mod record;

@@ -27,7 +27,8 @@ enum Command {
     Doctor(commands::doctor::Args),
     /// Install the pinned toolchain (CUDA, libclang, maturin) for this project, without Nix or a kiln checkout.
     Bootstrap(commands::bootstrap::Args),
-    /// Post-process a wheel maturin built: Requires-Dist and SBOM from the pins (`finalize`).
+    /// Wheels: post-process one maturin built (`finalize`: Requires-Dist and SBOM from the pins);
+    /// compare two member by member (`diff`).
     Wheel(commands::wheel::Args),
 }
 

@@ -259,3 +259,45 @@ fn help_states_the_exit_codes() {
     }
     assert!(text.contains("--allow <RULE[:PATH_GLOB]=REASON>"), "{text}");
 }
+
+/// `kiln audit --json-schema` prints the committed docs/audit-json-schema.json (else rewrite it:
+/// `kiln audit --json-schema > docs/audit-json-schema.json`; the `cli-wheel` suite validates
+/// real reports against the file).
+#[test]
+fn the_committed_schema_is_what_json_schema_prints() {
+    let out = kiln(&["audit", "--json-schema"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let path = kiln_test_support::repo_root().join("docs/audit-json-schema.json");
+    let have = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        have.as_bytes() == out.stdout.as_slice(),
+        "{} is stale: run `kiln audit --json-schema > docs/audit-json-schema.json`",
+        path.display()
+    );
+}
+
+/// What the schema must say for the check to mean anything: closed objects, the rule ids,
+/// and build_manifest where the output puts it (inside `binaries[].elf`).
+#[test]
+fn the_schema_is_closed_and_places_build_manifest_in_elf() {
+    let out = kiln(&["audit", "--json-schema"], &[]);
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["additionalProperties"], false, "{s:#}");
+    let defs = s["$defs"].as_object().unwrap();
+    assert!(defs["ElfFacts"]["properties"]["build_manifest"].is_object());
+    assert!(defs["Binary"]["properties"].get("build_manifest").is_none());
+    let rules = defs["Rule"]["enum"].as_array().unwrap();
+    assert!(rules.iter().any(|r| r == "arch/missing-sass"), "{rules:?}");
+}
+
+/// --json-schema reads no input and takes no other flag; without it INPUT is required.
+#[test]
+fn json_schema_stands_alone_and_input_is_otherwise_required() {
+    assert_eq!(
+        kiln(&["audit", "--json-schema", "x.whl"], &[])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(kiln(&["audit"], &[]).status.code(), Some(2));
+}

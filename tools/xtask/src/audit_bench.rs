@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::bootstrap;
-use crate::toolchain::{repo_root, Layout};
+use crate::toolchain::{cargo_build, repo_root, run_status, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -533,40 +533,9 @@ fn fetch(dir: &Path, args: &Args) -> Result<Vec<PathBuf>> {
 /// Release builds of `kiln` and of this xtask (the floor and the measuring launcher must be
 /// optimized too: a debug floor would flatter kiln). Returns (kiln, xtask).
 fn build_release(layout: &Layout) -> Result<(PathBuf, PathBuf)> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(repo_root()).args([
-        "build",
-        "--release",
-        "-q",
-        "-p",
-        "kiln",
-        "-p",
-        "xtask",
-        "--message-format=json",
-    ]);
-    layout.apply(&mut cmd);
-    let out = cmd.output().context("cargo build --release -p kiln")?;
-    if !out.status.success() {
-        bail!(
-            "building kiln failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let exe = |name: &str| -> Result<PathBuf> {
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if v["reason"] == "compiler-artifact" && v["target"]["name"] == name {
-                if let Some(exe) = v["executable"].as_str() {
-                    return Ok(PathBuf::from(exe));
-                }
-            }
-        }
-        bail!("cargo did not report the {name} executable")
-    };
-    Ok((exe("kiln")?, exe("xtask")?))
+    let args = ["--release", "-p", "kiln", "-p", "xtask"];
+    let mut built = cargo_build(layout, &repo_root(), &args, &["kiln", "xtask"])?;
+    Ok((built.remove(0), built.remove(0)))
 }
 
 fn kiln_summary(wheel: &Path, code: Option<i32>, stdout: &Path) -> Result<String> {
@@ -600,16 +569,14 @@ fn run_cuobjdump(cuobjdump: &Path, wheel: &Path, scratch: &Path) -> Result<Strin
         std::fs::remove_dir_all(scratch)?;
     }
     std::fs::create_dir_all(scratch)?;
-    let status = Command::new("unzip")
-        .args(["-q", "-o"])
-        .arg(wheel)
-        .arg("-d")
-        .arg(scratch)
-        .status()
-        .context("running unzip")?;
-    if !status.success() {
-        bail!("unzip {} failed", wheel.display());
-    }
+    run_status(
+        Command::new("unzip")
+            .args(["-q", "-o"])
+            .arg(wheel)
+            .arg("-d")
+            .arg(scratch),
+        format_args!("unzip {} failed", wheel.display()),
+    )?;
     let mut libs = Vec::new();
     let mut stack = vec![scratch.to_path_buf()];
     while let Some(d) = stack.pop() {

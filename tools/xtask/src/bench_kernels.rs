@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use kiln_pins::{Pins, TargetKind};
 
 use crate::bootstrap;
-use crate::toolchain::{pins, repo_root, run_checked};
+use crate::toolchain::{copy_tree, pins, repo_root, run_checked};
 
 /// The source edited for the one-file rebuild of kiln's kernels (the largest one, the worst
 /// case); for another project, its largest source.
@@ -71,7 +71,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         Some(dir) => {
             let root = scratch.path().join("project");
-            copy_project(dir, &root)?;
+            copy_tree(dir, &root, &["target", "cache"])?;
             let pins = Pins::load(&root.join("Cargo.toml"))?;
             let kernels = root.join(&pins.kernels.dir);
             (pins, kernels)
@@ -307,24 +307,6 @@ fn copy_cuda_sources(from: &Path, to: &Path) -> Result<()> {
             if p.is_file() {
                 std::fs::copy(&p, to.join(dir).join(p.file_name().unwrap()))?;
             }
-        }
-    }
-    Ok(())
-}
-
-/// A project's sources (everything but `target/`) into `to`.
-fn copy_project(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
-        let e = e?;
-        let (p, name) = (e.path(), e.file_name());
-        if name == "target" || name == "cache" {
-            continue;
-        }
-        if p.is_dir() {
-            copy_project(&p, &to.join(&name))?;
-        } else {
-            std::fs::copy(&p, to.join(&name))?;
         }
     }
     Ok(())

@@ -9,15 +9,15 @@
 //! - kiln's wheel audits clean against the pins, declares the pins' manylinux tag, and its
 //!   computed glibc floor is within what that tag promises;
 //! - both JSON reports validate against docs/audit-json-schema.json (the schema derived from the
-//!   report types; `cargo xtask audit-schema --check` keeps the file current).
+//!   report types: `kiln audit --json-schema`, which crates/kiln/tests/report.rs keeps it equal to).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 
-use crate::toolchain::{pins, repo_root, run_checked, Layout};
+use crate::toolchain::{pins, repo_root, run_checked, run_status, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -65,7 +65,8 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     );
 
     let schema: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(crate::audit_schema::path()).context("the committed schema")?,
+        &std::fs::read_to_string(repo_root().join("docs/audit-json-schema.json"))
+            .context("the committed schema")?,
     )?;
     let validator = jsonschema::draft202012::new(&schema)
         .map_err(|e| anyhow::anyhow!("docs/audit-json-schema.json is not a valid schema: {e}"))?;
@@ -123,20 +124,8 @@ fn build(layout: &Layout, root: &Path) -> Result<PathBuf> {
         .env("XDG_CACHE_HOME", target.join("xdg-cache"))
         .env("ZIG_GLOBAL_CACHE_DIR", target.join("zig-cache"));
     layout.apply(&mut cmd);
-    let status = cmd.status().context("cannot start maturin")?;
-    ensure!(
-        status.success(),
-        "maturin build of the CLI wheel failed ({status})"
-    );
-    let wheels: Vec<PathBuf> = std::fs::read_dir(&out)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
-        .collect();
-    match wheels.as_slice() {
-        [one] => Ok(one.clone()),
-        other => bail!("maturin left {} wheels in {}", other.len(), out.display()),
-    }
+    run_status(&mut cmd, "maturin build of the CLI wheel failed")?;
+    crate::toolchain::single_wheel(&out)
 }
 
 struct Audit {

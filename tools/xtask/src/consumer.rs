@@ -28,8 +28,8 @@ use kiln_fatbin::container::EntryKind;
 use kiln_pins::Pins;
 use object::{Object, ObjectSection};
 
-use crate::audit_fixture::{run_tool, Wheel};
-use crate::toolchain::{repo_root, Layout};
+use crate::audit_fixture::Wheel;
+use crate::toolchain::{repo_root, run_checked, run_status, single_wheel, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -76,11 +76,10 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
             sh.env_remove(var);
         }
     }
-    let status = sh.status().context("running bash")?;
-    ensure!(
-        status.success(),
-        "README's consumer block failed ({status}); it is run as written, from a fresh directory"
-    );
+    run_status(
+        &mut sh,
+        "README's consumer block, run as written from a fresh directory, failed",
+    )?;
     eprintln!(
         "consumer: README block passed in {:.0} s",
         started.elapsed().as_secs_f64()
@@ -129,19 +128,6 @@ fn consumer_path(dir: &Path, root: &Path) -> std::ffi::OsString {
     let kept = std::env::split_paths(&old).filter(|p| !p.starts_with(&toolchain));
     std::env::join_paths(std::iter::once(dir.to_path_buf()).chain(kept))
         .expect("PATH entries have no ':'")
-}
-
-fn single_wheel(dist: &Path) -> Result<PathBuf> {
-    let wheels: Vec<PathBuf> = std::fs::read_dir(dist)
-        .with_context(|| format!("reading {}", dist.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
-        .collect();
-    match wheels.as_slice() {
-        [w] => Ok(w.clone()),
-        _ => bail!("expected one wheel in {}, found {wheels:?}", dist.display()),
-    }
 }
 
 /// The one ELF member of the wheel with a `.nv_fatbin` section: its name and section bytes.
@@ -280,7 +266,7 @@ fn check_break(
     std::fs::write(&source, broken)?;
 
     // 1. The build: kiln-build's own check of the linked outputs.
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cargo = crate::toolchain::cargo();
     cargo
         .args(["build", "--release", "--locked"])
         .current_dir(project)
@@ -301,7 +287,7 @@ fn check_break(
     let tmp = tempfile::tempdir()?;
     let cubin = tmp.path().join(format!("sm_{BROKEN_ARCH}.cubin"));
     let cuda = layout.cuda_home();
-    run_tool(
+    run_checked(
         Command::new(cuda.join("bin/nvcc"))
             .arg("-cubin")
             .arg(format!("-arch=sm_{BROKEN_ARCH}"))
@@ -316,7 +302,7 @@ fn check_break(
     let so = tmp.path().join("member.so");
     std::fs::write(&so, wheel.get(&member).context("member")?)?;
     let new_section = refatbin_with(&cuda, tmp.path(), &section, BROKEN_ARCH, &cubin)?;
-    run_tool(
+    run_checked(
         Command::new("objcopy")
             .arg(format!(
                 "--update-section=.nv_fatbin={}",
@@ -388,7 +374,7 @@ fn refatbin_with(
         ));
     }
     ensure!(replaced, "the fatbin has no sm_{sm} cubin to replace");
-    run_tool(&mut cmd)?;
+    run_checked(&mut cmd)?;
     Ok(out)
 }
 

@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use crate::bootstrap;
-use crate::toolchain::{repo_root, Layout};
+use crate::toolchain::{git, repo_root, Layout};
 use crate::wheel;
 
 /// The most the lead engineer can carry to the GPU machine.
@@ -179,7 +179,7 @@ fn runtime_executables(layout: &Layout, root: &Path) -> Result<Vec<Executable>> 
         (&["test", "--no-run"][..], RUNTIME_PACKAGE),
         (&["build"][..], BENCH_PACKAGE),
     ] {
-        let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        let mut cargo = crate::toolchain::cargo();
         cargo.current_dir(root).args(args).args([
             "--release",
             "--locked",
@@ -236,17 +236,6 @@ fn runtime_executables(layout: &Layout, root: &Path) -> Result<Vec<Executable>> 
         );
     }
     Ok(found)
-}
-
-fn git(root: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .current_dir(root)
-        .args(args)
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// checks/kernel-library built by kiln-build twice — as declared (one module per source, with

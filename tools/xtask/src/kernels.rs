@@ -2,8 +2,6 @@
 //! live progress, print what each target holds, then build the kiln-kernels crate (which
 //! reuses every compiled job from the shared cache).
 
-use std::process::Command;
-
 use anyhow::{Context, Result};
 
 use crate::bootstrap;
@@ -74,7 +72,7 @@ pub fn run(args: Args) -> Result<()> {
         // The kiln-kernels crate embeds the checkout's kernels/, not this directory's.
         return Ok(());
     }
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cargo = crate::toolchain::cargo();
     cargo
         .current_dir(&root)
         .args(["build", "--release", "-p", "kiln-kernels"]);

@@ -3,7 +3,6 @@
 mod audit_bench;
 mod audit_fixture;
 mod audit_mutations;
-mod audit_schema;
 mod bench_kernels;
 mod bench_model;
 mod bootstrap;
@@ -45,9 +44,6 @@ enum Command {
     Test(test::Args),
     /// Damage a good wheel in 19 ways with real tools; each must be caught by its own audit rule.
     AuditMutations(audit_mutations::Args),
-    /// Write docs/audit-json-schema.json (the JSON Schema of `kiln audit --json`, derived from
-    /// kiln-audit's report types); `--check` only compares.
-    AuditSchema(audit_schema::Args),
     /// Time `kiln audit` against unzip + cuobjdump and `auditwheel show` on real CUDA wheels.
     BenchAudit(audit_bench::Args),
     /// One route of bench-audit, run as its own process (internal).
@@ -90,7 +86,6 @@ fn main() {
         Command::BenchKernels(args) => bench_kernels::run(args),
         Command::Test(args) => test::run(args),
         Command::AuditMutations(args) => audit_mutations::run(args),
-        Command::AuditSchema(args) => audit_schema::run(args),
         Command::BenchAudit(args) => audit_bench::run(args),
         Command::BenchAuditRoute(args) => audit_bench::route(args),
         Command::NixCheck(args) => nix_check::run(args),

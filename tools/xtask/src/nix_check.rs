@@ -71,13 +71,6 @@ pub struct Args {
     pub evaluated_facts: Option<PathBuf>,
 }
 
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root")
-}
-
 /// One step's outcome: a name for the summary, and the error (a clear, short message) if any.
 struct Step {
     name: &'static str,
@@ -87,7 +80,7 @@ struct Step {
 
 pub fn run(args: Args) -> Result<()> {
     let start = Instant::now();
-    let ws = workspace_root();
+    let ws = crate::toolchain::repo_root();
     let repo = match &args.repo {
         Some(r) => r
             .canonicalize()
@@ -580,7 +573,7 @@ fn eval_real_inputs(tools: &tools::Tools, flake: &Flake) -> Result<String> {
 /// private store when Nix is the bootstrapped one). `cargo xtask sandbox` builds from a copy of
 /// it, so CI builds exactly the files a Nix build would see.
 pub fn flake_source(repo: &Path) -> Result<PathBuf> {
-    let ws = workspace_root();
+    let ws = crate::toolchain::repo_root();
     let tools = tools::Tools::ensure(&ws, &ws.join(".toolchain"))?;
     let flake = Flake::new(repo)?;
     let attr = format!("packages.{EVAL_SYSTEM}.wheel.src");

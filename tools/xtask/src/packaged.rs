@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 
-use crate::toolchain::{repo_root, run_checked, Layout};
+use crate::toolchain::{cargo, copy_tree, repo_root, run_checked, run_status, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -34,10 +34,6 @@ pub struct Published {
     pub name: String,
     pub version: String,
     pub dir: PathBuf,
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
 pub fn run(args: Args, layout: &Layout) -> Result<()> {
@@ -90,7 +86,11 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     // 3. One workspace: the consumer (kiln-build, kiln-embed by version) and the CLI.
     let ws = work.path().join("ws");
     let consumer = ws.join("consumer");
-    copy_dir(&root.join("checks/consumer"), &consumer)?;
+    copy_tree(
+        &root.join("checks/consumer"),
+        &consumer,
+        &["target", "dist"],
+    )?;
     let versions: BTreeMap<&str, &str> = published
         .iter()
         .map(|p| (p.name.as_str(), p.version.as_str()))
@@ -118,11 +118,10 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         .args(["build", "--workspace"])
         .env("CARGO_TARGET_DIR", &target);
     layout.apply(&mut build);
-    let status = build.status().context("running cargo build")?;
-    ensure!(
-        status.success(),
-        "the consumer and the CLI from the packaged crates failed to build ({status})"
-    );
+    run_status(
+        &mut build,
+        "the consumer and the CLI from the packaged crates failed to build",
+    )?;
     eprintln!(
         "packaged: consumer + kiln CLI built from the .crate files in {:.0} s",
         t.elapsed().as_secs_f64()
@@ -324,25 +323,6 @@ fn check_resolved_from(ws: &Path, work: &Path, unpacked: &BTreeMap<String, PathB
         }
     }
     eprintln!("packaged: {seen} kiln crates in the graph, each from its .crate file");
-    Ok(())
-}
-
-/// `from` copied to `to`, without build output.
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name == "target" || name == "dist" {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(&name));
-        if entry.file_type()?.is_dir() {
-            copy_dir(&src, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst)?;
-        }
-    }
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::process::Command;
 use anyhow::{ensure, Context, Result};
 
 use crate::consumer::block_after;
-use crate::toolchain::{repo_root, Layout};
+use crate::toolchain::{repo_root, run_status, Layout};
 
 /// The marker line right above the README block this suite runs.
 pub const MARKER: &str = "<!-- run by the doctor suite of `cargo xtask test` -->";
@@ -23,13 +23,12 @@ pub fn run(layout: &Layout) -> Result<()> {
             .any(|l| l.trim_start().starts_with("kiln doctor")),
         "README's doctor block runs no `kiln doctor`:\n{block}"
     );
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(&cargo)
-        .current_dir(&root)
-        .args(["build", "--locked", "--quiet", "-p", "kiln"])
-        .status()
-        .context("running cargo build -p kiln")?;
-    ensure!(status.success(), "cargo build -p kiln failed ({status})");
+    run_status(
+        crate::toolchain::cargo()
+            .current_dir(&root)
+            .args(["build", "--locked", "--quiet", "-p", "kiln"]),
+        "cargo build -p kiln failed",
+    )?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
@@ -47,12 +46,10 @@ pub fn run(layout: &Layout) -> Result<()> {
             sh.env(var, value);
         }
     }
-    let status = sh.status().context("running bash")?;
-    ensure!(
-        status.success(),
-        "README's doctor command exited with {status}; on a bootstrapped machine (with or without a GPU) it must exit 0"
-    );
-    Ok(())
+    run_status(
+        &mut sh,
+        "README's doctor command failed; on a bootstrapped machine (with or without a GPU) it must exit 0",
+    )
 }
 
 #[cfg(test)]

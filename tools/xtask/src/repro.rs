@@ -1,8 +1,7 @@
 //! `cargo xtask repro`: build the wheel twice from clean target directories, at different
 //! times, and demand byte-identical results. On a mismatch, name the differing members and
-//! where in them the bytes first differ (ELF section, for the extension).
-
-mod compare;
+//! where in them the bytes first differ (ELF section, for the extension): `kiln_wheel::diff`, the
+//! comparison `kiln wheel diff A.whl B.whl` prints for any two wheels.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -20,17 +19,12 @@ pub struct Args {
     /// KEY=VALUE set for the second build only: a deliberate difference, to see the check fail.
     #[arg(long = "second-env", value_name = "KEY=VALUE")]
     pub second_env: Vec<String>,
+    /// Print the comparison as JSON (`kiln wheel diff --json`'s).
     #[arg(long)]
     pub json: bool,
-    /// Compare two existing wheels instead of building.
-    #[arg(long, num_args = 2, value_names = ["FIRST", "SECOND"])]
-    pub compare: Vec<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if let [first, second] = args.compare.as_slice() {
-        return report(&compare::wheels(first, second)?, args.json);
-    }
     let dir = args
         .dir
         .clone()
@@ -61,10 +55,13 @@ pub fn run(args: Args) -> Result<()> {
         );
         wheels.push(built);
     }
-    report(&compare::wheels(&wheels[0], &wheels[1])?, args.json)
+    report(
+        &kiln_wheel::diff::wheels(&wheels[0], &wheels[1])?,
+        args.json,
+    )
 }
 
-fn report(report: &compare::Report, json: bool) -> Result<()> {
+fn report(report: &kiln_wheel::diff::Report, json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&report.to_json())?);
     } else {

@@ -24,7 +24,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use sha2::Digest;
 
-use crate::toolchain::{repo_root, Layout};
+use crate::toolchain::{repo_root, run_status, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -179,12 +179,7 @@ fn make_writable(dir: &Path) -> Result<()> {
 fn step(name: &str, cmd: &mut Command) -> Result<()> {
     eprintln!("sandbox: {name}");
     let t = Instant::now();
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
-    if !status.success() {
-        bail!("sandbox step `{name}` failed ({status})");
-    }
+    run_status(cmd, format_args!("sandbox step `{name}` failed"))?;
     eprintln!("sandbox: ok {name} ({:.0} s)", t.elapsed().as_secs_f64());
     Ok(())
 }

@@ -12,7 +12,7 @@ use kiln_pins::Pins;
 use kiln_wheel::finalize::Recipe;
 
 use crate::bootstrap;
-use crate::toolchain::{pins, repo_root, run_checked, Layout};
+use crate::toolchain::{cargo_build, git, pins, repo_root, run_status, single_wheel, Layout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -65,13 +65,7 @@ pub fn no_gpu_check(wheel: &Path, offline: bool) -> Result<()> {
     if offline {
         cmd.arg("--offline");
     }
-    let status = cmd
-        .status()
-        .context("running checks/wheel/check_no_gpu.py")?;
-    if !status.success() {
-        bail!("the no-GPU wheel check failed ({status})");
-    }
-    Ok(())
+    run_status(&mut cmd, "the no-GPU wheel check failed")
 }
 
 /// Builds (and unless told otherwise audits) the wheel; used by `gpu-bundle` too.
@@ -156,15 +150,8 @@ fn maturin_build(layout: &Layout, pins: &Pins, recipe: &Recipe, root: &Path) -> 
     layout.apply(&mut cmd);
     // Reproducible zip timestamps: the commit's time (maturin honours SOURCE_DATE_EPOCH).
     if std::env::var_os("SOURCE_DATE_EPOCH").is_none() {
-        if let Ok(out) = Command::new("git")
-            .current_dir(root)
-            .args(["log", "-1", "--format=%ct"])
-            .output()
-        {
-            let t = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            if out.status.success() && !t.is_empty() {
-                cmd.env("SOURCE_DATE_EPOCH", t);
-            }
+        if let Some(t) = git(root, &["log", "-1", "--format=%ct"]).filter(|t| !t.is_empty()) {
+            cmd.env("SOURCE_DATE_EPOCH", t);
         }
     }
     for (k, v) in reproducible_env(root) {
@@ -182,19 +169,7 @@ fn maturin_build(layout: &Layout, pins: &Pins, recipe: &Recipe, root: &Path) -> 
     if !status.success() {
         bail!("maturin build failed ({status})");
     }
-    let wheels: Vec<PathBuf> = std::fs::read_dir(&staging)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
-        .collect();
-    match wheels.as_slice() {
-        [one] => Ok(one.clone()),
-        other => bail!(
-            "maturin left {} wheels in {}",
-            other.len(),
-            staging.display()
-        ),
-    }
+    single_wheel(&staging)
 }
 
 /// What makes two builds of one commit byte-identical wherever they run: paths mapped to fixed
@@ -212,22 +187,11 @@ fn reproducible_env(root: &Path) -> Vec<(&'static str, String)> {
         flags.push_str(&format!(" --remap-path-prefix={from}={to}"));
     }
     let mut env = vec![("RUSTFLAGS", flags.trim().to_string())];
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .current_dir(root)
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-    };
     if std::env::var_os("KILN_BUILD_COMMIT").is_none() {
-        if let Some(out) = git(&["rev-parse", "HEAD"]) {
-            env.push((
-                "KILN_BUILD_COMMIT",
-                String::from_utf8_lossy(&out.stdout).trim().to_string(),
-            ));
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|o| !o.stdout.is_empty());
+        if let Some(commit) = git(root, &["rev-parse", "HEAD"]) {
+            env.push(("KILN_BUILD_COMMIT", commit));
+            let dirty = git(root, &["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|o| !o.is_empty());
             env.push((
                 "KILN_BUILD_DIRTY",
                 if dirty { "1" } else { "0" }.to_string(),
@@ -263,17 +227,8 @@ fn audit(layout: &Layout, root: &Path, wheel: &Path) -> Result<()> {
 
 /// Builds the `kiln` binary (release) and returns its path.
 pub fn build_kiln_binary(layout: &Layout, root: &Path) -> Result<PathBuf> {
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo.current_dir(root).args([
-        "build",
-        "--release",
-        "--locked",
-        "-p",
-        "kiln",
-        "--bin",
-        "kiln",
-    ]);
-    layout.apply(&mut cargo);
-    run_checked(&mut cargo).context("building the kiln binary")?;
-    Ok(target_dir().join("release/kiln"))
+    let args = ["--release", "--locked", "-p", "kiln", "--bin", "kiln"];
+    let mut built =
+        cargo_build(layout, root, &args, &["kiln"]).context("building the kiln binary")?;
+    Ok(built.remove(0))
 }

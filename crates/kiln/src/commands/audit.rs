@@ -1,6 +1,8 @@
 //! `kiln audit INPUT`: runs kiln-audit and renders its report (human, --json or --quiet).
 //! Exit: 0 clean, 1 findings at or above --fail-on, 2 input or policy unreadable, or nothing to
 //! audit. A closed stdout (`| head`) ends quietly with the verdict's code.
+//! `kiln audit --json-schema` prints the JSON Schema of `--json` instead (no input read):
+//! docs/audit-json-schema.json is its output, kept current by crates/kiln/tests/report.rs.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -26,7 +28,8 @@ const EXIT_CODES: &str = "Exit codes:
 #[command(after_help = EXIT_CODES)]
 pub struct Args {
     /// A wheel (.whl), a shared library / executable, or a directory (unpacked wheel, site-packages).
-    pub input: PathBuf,
+    #[arg(required_unless_present = "json_schema")]
+    pub input: Option<PathBuf>,
     /// Take the expectations from a workspace Cargo.toml's [workspace.metadata.kiln].
     #[arg(long, value_name = "CARGO_TOML")]
     pub policy: Option<PathBuf>,
@@ -56,6 +59,10 @@ pub struct Args {
     /// Print the report as JSON (docs/audit-json-schema.md).
     #[arg(long, conflicts_with = "quiet")]
     pub json: bool,
+    /// Print the JSON Schema (draft 2020-12) of the --json report, derived from its types, and
+    /// audit nothing (docs/audit-json-schema.json is this output).
+    #[arg(long, exclusive = true)]
+    pub json_schema: bool,
     /// Print nothing; the exit code says it all.
     #[arg(long)]
     pub quiet: bool,
@@ -101,6 +108,14 @@ pub enum FailOn {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let Some(input) = args.input.clone() else {
+        // clap requires INPUT unless --json-schema, which allows no other argument.
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&kiln_audit::json::schema())?
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
     let policy = build_policy(&args)?;
     let opts = Options {
         list_kernels: !args.no_kernels,
@@ -108,7 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_total_size: args.max_total_size,
     };
     let progress = Bar::new(args.quiet || args.json);
-    let report = kiln_audit::audit(&args.input, &policy, &opts, &progress).map_err(error)?;
+    let report = kiln_audit::audit(&input, &policy, &opts, &progress).map_err(error)?;
     for a in &report.unused_allows {
         eprintln!("kiln audit: warning: waiver {a} matched no finding");
     }
@@ -127,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if args.json {
         let budget = args
             .max_json_size
-            .unwrap_or_else(|| kiln_audit::json::default_budget(input_bytes(&args.input, &report)));
+            .unwrap_or_else(|| kiln_audit::json::default_budget(input_bytes(&input, &report)));
         kiln_audit::json::write(&mut out, &report, budget).map(drop)
     } else {
         render(

@@ -2,11 +2,15 @@
 //! (Requires-Dist and the SBOM's runtime wheels from the pins, RECORD rehashed), run by
 //! `cargo xtask wheel` and by Nix (`nix/wheel.nix`) alike, so the released bytes do not depend
 //! on who built them.
+//!
+//! `kiln wheel diff A.whl B.whl [--json]`: whether two wheels are byte-identical and, when not,
+//! which members differ and where (`kiln_wheel::diff`). Exit 0 identical, 1 they differ, 2 a
+//! wheel could not be read.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::error;
+use super::{error, exit_code};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -19,6 +23,20 @@ pub enum Command {
     /// Add Requires-Dist and the SBOM's runtime components from [workspace.metadata.kiln] to a
     /// wheel maturin built; prints the finalized wheel's path.
     Finalize(FinalizeArgs),
+    /// Compare two wheels member by member: exit 0 byte-identical, 1 they differ (each differing
+    /// member, the first differing byte and, in an ELF file, its section).
+    Diff(DiffArgs),
+}
+
+#[derive(clap::Args)]
+pub struct DiffArgs {
+    /// The first wheel.
+    pub first: PathBuf,
+    /// The second wheel.
+    pub second: PathBuf,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args)]
@@ -43,7 +61,18 @@ pub fn run(args: Args) -> (&'static str, anyhow::Result<ExitCode>) {
                 ExitCode::SUCCESS
             }),
         ),
+        Command::Diff(a) => ("wheel diff", diff(&a)),
     }
+}
+
+fn diff(a: &DiffArgs) -> anyhow::Result<ExitCode> {
+    let report = kiln_wheel::diff::wheels(&a.first, &a.second).map_err(error)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        println!("{}", report.to_string().trim_end());
+    }
+    Ok(exit_code(!report.identical()))
 }
 
 fn finalize(a: &FinalizeArgs) -> anyhow::Result<PathBuf> {

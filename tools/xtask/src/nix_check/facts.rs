@@ -565,7 +565,7 @@ mod tests {
     use super::*;
 
     fn ws() -> std::path::PathBuf {
-        super::super::workspace_root()
+        crate::toolchain::repo_root()
     }
 
     fn load() -> (Facts, Pins, Value) {

@@ -17,6 +17,7 @@ use anyhow::{bail, Context, Result};
 
 use super::outputs::NO_IFD;
 use super::{nix_error, tools::Tools, Flake};
+use crate::toolchain::copy_tree;
 
 /// What nix/kernel-jobs.nix says one job's derivation sees (`passthru.layout`).
 #[derive(serde::Deserialize)]
@@ -52,23 +53,6 @@ fn layouts(tools: &Tools, flake: &Flake) -> Result<BTreeMap<String, Layout>> {
         bail!("lib.x86_64-linux.kernelJobs.jobs: {}", nix_error(&out));
     }
     serde_json::from_slice(&out.stdout).context("the job layouts are not the expected JSON")
-}
-
-fn copy_into(from: &Path, to: &Path) -> Result<()> {
-    if from.is_dir() {
-        std::fs::create_dir_all(to)?;
-        for e in std::fs::read_dir(from)? {
-            let e = e?;
-            if e.file_name() == "target" {
-                continue;
-            }
-            copy_into(&e.path(), &to.join(e.file_name()))?;
-        }
-    } else {
-        std::fs::create_dir_all(to.parent().context("a path with a parent")?)?;
-        std::fs::copy(from, to).with_context(|| format!("copying {}", from.display()))?;
-    }
-    Ok(())
 }
 
 /// What nix/kernel-jobs.nix builds the job tool from: kiln-build's dependency closure and the
@@ -169,7 +153,7 @@ pub fn check(tools: &Tools, flake: &Flake) -> Result<String> {
         let dir = scratch.path().join("work").join(id.replace(':', "_"));
         let project = dir.join("project");
         for f in &l.files {
-            copy_into(&flake.root.join(f), &project.join(f))?;
+            copy_tree(&flake.root.join(f), &project.join(f), &["target"])?;
         }
         std::fs::write(project.join("Cargo.toml"), &l.cargo_toml)?;
         let farm = dir.join("farm");

@@ -125,11 +125,10 @@ fn ensure_cargo_tool(root: &Path, (krate, version): (&str, &str), bin: &str) -> 
         root.display()
     );
     let t = Instant::now();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     // --debug: these tools read a few small files, so optimised code buys nothing, while a
     // release build costs twice the CPU of the dev profile on a fresh CI machine (deadnix
     // 1.3.1: 64 against 32 CPU-s, measured 2026-12-03).
-    let status = Command::new(cargo)
+    let status = crate::toolchain::cargo()
         .args(["install", "--locked", "--quiet", "--debug", "--root"])
         .arg(root)
         .arg(format!("{krate}@{version}"))
