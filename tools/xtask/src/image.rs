@@ -134,7 +134,7 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         }
     }
     let requirements: Vec<String> = pinned.into_iter().map(|p| p.0).collect();
-    let wheelhouse = work.join("wheelhouse");
+    let wheelhouse = layers::wheelhouse_dir(&work);
     let wheels = layers::wheelhouse(&wheelhouse, &requirements, &py)?;
     lap("wheelhouse", &mut times);
     let runtime = layers::runtime_layer(

@@ -172,6 +172,31 @@ pub fn pinned_requirements(
         .collect()
 }
 
+/// Where the wheelhouse lives: `KILN_IMAGE_WHEELHOUSE`, else the machine's cache
+/// (`$XDG_CACHE_HOME/kiln/image-wheelhouse`, `~/.cache/kiln/image-wheelhouse`), so a fresh clone
+/// does not download ~1.1 GB again; `target/image/wheelhouse` only with no home. Not pip's own
+/// HTTP cache: behind this machine's proxy the wheels come without Cache-Control, ETag or
+/// Last-Modified, so pip stores nothing there (`pip cache info`: 0 files). The wheels are pinned
+/// exact releases and checked by name and hash (the runtime key), so one directory serves every
+/// checkout.
+pub fn wheelhouse_dir(work: &Path) -> PathBuf {
+    if let Some(dir) = std::env::var_os("KILN_IMAGE_WHEELHOUSE").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|d| !d.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        });
+    match cache {
+        Some(c) => c.join("kiln/image-wheelhouse"),
+        None => work.join("wheelhouse"),
+    }
+}
+
 /// The wheel files for `requirements` (and pip) in `dir`: taken from `dir` alone when it already
 /// holds them, else downloaded by the host's pip for the base's Python and glibc.
 pub fn wheelhouse(dir: &Path, requirements: &[String], py: &Python) -> Result<Vec<PathBuf>> {
@@ -221,7 +246,12 @@ pub fn wheelhouse(dir: &Path, requirements: &[String], py: &Python) -> Result<Ve
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !offline_ok {
+    if offline_ok {
+        eprintln!(
+            "image: wheelhouse: reused {} (holds every requirement; no download)",
+            dir.display()
+        );
+    } else {
         eprintln!(
             "image: wheelhouse: pip download {} (for CPython {} on glibc {}.{}) into {}",
             reqs.join(" "),
