@@ -18,19 +18,24 @@ echo "no libcuda.so* known to the loader (ldconfig -p)"
 # A Python extension (pyo3): maturin sets this; a plain cargo build must, or pyo3 links libpython.
 export PYO3_BUILD_EXTENSION_MODULE=1
 
-VENDORED="--config source.crates-io.replace-with='vendored' --config source.vendored.directory='/vendor'"
+# cargo with the vendored crates in place of crates.io.
+vendored() {
+  cargo "$@" \
+    --config "source.crates-io.replace-with='vendored'" \
+    --config "source.vendored.directory='/vendor'"
+}
 
 # The target directory is a volume that outlives this container (the dependencies, pyo3 and
 # bindgen, stay built); the consumer crate itself is cleaned, so its build script runs again as
 # it would in a Dockerfile layer a source edit invalidated, and every kernel goes through the
 # kernel cache.
 echo "== cargo clean -p kiln-consumer-example (target $CARGO_TARGET_DIR)"
-eval cargo clean --offline -p kiln-consumer-example "$VENDORED"
+vendored clean --offline -p kiln-consumer-example
 rm -f /out/kernels.summary.json
 : > /out/.started
 
 echo "== cargo build --locked --offline (kernel cache $KILN_KERNEL_CACHE, target $CARGO_TARGET_DIR)"
-eval cargo build --locked --offline "$VENDORED"
+vendored build --locked --offline
 
 cp "$CARGO_TARGET_DIR"/debug/libkiln_consumer_example.so /out/
 n=0
