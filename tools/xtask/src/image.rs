@@ -3,9 +3,11 @@
 //!
 //! 1. The base (`image/base.rs`): `debootstrap --variant=minbase --include=python3 bookworm`
 //!    from Debian's mirror (there is no image registry), a normalized tarball cached under
-//!    `target/image/base/`, `docker import`ed as `kiln-base:bookworm`.
+//!    `target/image/base/`, `docker import`ed as `kiln-base:bookworm` labelled with its key; a
+//!    fresh clone (empty target/) reuses that engine image when the label matches.
 //! 2. The layers (`image/layers.rs`): pip and the NVIDIA runtime wheels the ops wheel's
-//!    Requires-Dist names, at the pins' exact releases (cached, ~1.8 GB), then kiln's wheel and
+//!    Requires-Dist names, at the pins' exact releases (cached, ~1.8 GB, under target/ and as the
+//!    engine's `kiln-runtime:bookworm` labelled with its key), then kiln's wheel and
 //!    the `kiln` CLI; no file that provides `libcuda`. Assembled as a `docker save` archive with
 //!    SOURCE_DATE_EPOCH times and `docker load`ed as `kiln:<version>`.
 //! 3. The checks (`image/verify.rs`): the image's file list has no `libcuda.so*`; `kiln doctor
@@ -89,17 +91,22 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
     // 1. The base.
     let base = base::ensure(&work.join("base"), epoch, args.refresh_base)?;
     base::import(&base)?;
+    let base_how = if base.from_engine {
+        format!(
+            "reused from the engine: {} is labelled with this key {} (suite, variant, mirror, packages), no tarball under target/ needed",
+            base::TAG,
+            base.key
+        )
+    } else if base.cached {
+        format!("reused from {}", base.tar.display())
+    } else {
+        format!("debootstrapped now into {}", base.tar.display())
+    };
     eprintln!(
-        "image: base {} ({:.0} MiB, {} in {:.0} s; {})",
+        "image: base {} ({:.0} MiB in {:.0} s): {base_how}",
         base.diff_id,
         base.bytes as f64 / 1048576.0,
-        if base.cached {
-            "cached"
-        } else {
-            "debootstrapped now"
-        },
         base.seconds,
-        base.tar.display()
     );
     lap("base", &mut times);
 
@@ -127,7 +134,7 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         }
     }
     let requirements: Vec<String> = pinned.into_iter().map(|p| p.0).collect();
-    let wheelhouse = work.join("wheelhouse");
+    let wheelhouse = layers::wheelhouse_dir(&work);
     let wheels = layers::wheelhouse(&wheelhouse, &requirements, &py)?;
     lap("wheelhouse", &mut times);
     let runtime = layers::runtime_layer(
@@ -159,6 +166,8 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
             base.packages.display()
         ),
         cached: base.cached,
+        // base::import made sure the engine has it.
+        in_engine: true,
     };
     let all = [&base_layer, &runtime, &kiln];
     let ids: Vec<(&str, &str)> = all
@@ -175,6 +184,13 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         &ids,
     );
     let (id, loaded) = layers::load(&work, &tag, &config, &all)?;
+    let runtime_key = layers::runtime_key(&base.diff_id, &wheels, &requirements)?;
+    if layers::label_runtime(&work, &runtime_key, &base_layer, &runtime)? {
+        eprintln!(
+            "image: tagged base + runtime layer as {} (label key {runtime_key}) for the next run",
+            layers::RUNTIME_TAG
+        );
+    }
     lap("load", &mut times);
     eprintln!(
         "image: {tag} = {id} ({}; layers: base {:.0} MiB, runtime {:.0} MiB{}, kiln {:.0} MiB)",
@@ -202,7 +218,8 @@ pub fn run(args: Args, layout: &Layout) -> Result<()> {
         "layers": all.iter().map(|l| json!({
             "diff_id": l.diff_id, "bytes": l.bytes, "cached": l.cached, "created_by": l.created_by,
         })).collect::<Vec<_>>(),
-        "base": { "key": base.key, "debootstrapped": !base.cached, "packages": base.packages },
+        "base": { "key": base.key, "debootstrapped": !base.cached, "from_engine": base.from_engine, "packages": base.packages },
+        "runtime": { "key": runtime_key, "pip_installed": !runtime.cached, "from_engine": runtime.in_engine },
     });
 
     // 3. The checks.

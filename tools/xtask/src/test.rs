@@ -36,10 +36,12 @@
 //!   `resolve` and `mutations`, so the release wheel is built through `cargo xtask wheel` only
 //!   twice.
 //! - `image`: builds nothing of kiln: it takes `repro`'s wheel and the release `kiln` the
-//!   sandbox built. Its consumer part is two debug builds of checks/consumer in containers, each
-//!   in a fresh target directory on purpose (the second proves the kernel cache volume alone
-//!   makes it compile no kernel); the base tarball and the runtime wheels' layer are cached in
-//!   `target/image/`.
+//!   sandbox built. Its consumer part is two debug builds of checks/consumer in containers, the
+//!   cargo target directory on a volume that keeps the dependencies built and the consumer crate
+//!   cleaned in it before each build (the second, its build script run again, proves the kernel
+//!   cache volume alone makes it compile no kernel). The base and the runtime wheels' layer are
+//!   cached in `target/image/` and, for a fresh clone, as the engine's `kiln-base:bookworm` and
+//!   `kiln-runtime:bookworm` labelled with their keys; the wheels in `~/.cache/kiln/`.
 //! - `consumer`: another project (its own lock and workspace, kiln-build by a path outside it,
 //!   so other unit names), the README's route as written; nothing of it is kiln's build.
 

@@ -35,6 +35,10 @@ pub struct Base {
     pub key: String,
     /// Whether it came from the cache (no debootstrap ran).
     pub cached: bool,
+    /// Where the cache was: the tarball under target/, or only the engine's `kiln-base` image
+    /// whose key label matches (a fresh clone on a machine that built it before; `tar` is then
+    /// absent, and the engine has the layer).
+    pub from_engine: bool,
     /// `name version` of every package in it (dpkg-query), beside the tarball.
     pub packages: PathBuf,
     pub seconds: f64,
@@ -62,6 +66,15 @@ pub fn ensure(dir: &Path, epoch: u64, refresh: bool) -> Result<Base> {
     let sum = tar.with_extension("tar.sha256");
     let packages = tar.with_extension("packages");
     let cached = !refresh && tar.is_file() && sum.is_file() && packages.is_file();
+    if !cached && !refresh {
+        if let Some(base) = from_engine(&key, &packages)? {
+            return Ok(Base {
+                tar,
+                seconds: started.elapsed().as_secs_f64(),
+                ..base
+            });
+        }
+    }
     if !cached {
         debootstrap(dir, &tar, &packages, epoch)?;
         let digest = sha256_file(&tar)?;
@@ -75,9 +88,46 @@ pub fn ensure(dir: &Path, epoch: u64, refresh: bool) -> Result<Base> {
         bytes,
         key,
         cached,
+        from_engine: false,
         packages,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The base as the engine has it: `kiln-base:bookworm` labelled with `key` (what [`import`]
+/// wrote), its one layer's diff ID (docker import's digest of the same tarball) and its package
+/// list (dpkg-query in it, written to `packages`).
+fn from_engine(key: &str, packages: &Path) -> Result<Option<Base>> {
+    if docker::image_label(TAG, KEY_LABEL).as_deref() != Some(key) {
+        return Ok(None);
+    }
+    let layers = docker::image_layers(TAG).unwrap_or_default();
+    let [diff_id] = layers.as_slice() else {
+        return Ok(None);
+    };
+    let list = docker::checked(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        TAG,
+        "dpkg-query",
+        "-W",
+        "-f",
+        "${Package} ${Version}\\n",
+    ])?;
+    std::fs::write(packages, &list.stdout)?;
+    let bytes = docker::image_size(TAG).unwrap_or(0);
+    Ok(Some(Base {
+        tar: PathBuf::new(),
+        diff_id: diff_id.clone(),
+        bytes,
+        key: key.to_string(),
+        cached: true,
+        from_engine: true,
+        packages: packages.to_path_buf(),
+        seconds: 0.0,
+    }))
 }
 
 fn debootstrap(dir: &Path, tar: &Path, packages: &Path, epoch: u64) -> Result<()> {
@@ -186,9 +236,12 @@ fn clean(rootfs: &Path, epoch: u64) -> Result<()> {
     Ok(())
 }
 
-/// `docker import` of the base as [`TAG`], unless the engine has it for this key already.
+/// `docker import` of the base as [`TAG`], unless the engine has it for this key and diff ID
+/// already. Either way the engine has the base layer afterwards (the image's load relies on it).
 pub fn import(base: &Base) -> Result<()> {
-    if docker::image_label(TAG, KEY_LABEL).as_deref() == Some(base.key.as_str()) {
+    if docker::image_label(TAG, KEY_LABEL).as_deref() == Some(base.key.as_str())
+        && docker::image_layers(TAG).unwrap_or_default() == [base.diff_id.clone()]
+    {
         return Ok(());
     }
     eprintln!("image: base: docker import as {TAG}");

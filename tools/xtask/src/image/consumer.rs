@@ -9,12 +9,15 @@
 //! script runs under `RUN --mount=type=cache,target=/cache` (README, "Containers").
 //!
 //! Each build: kiln's preflight (`kiln doctor --build-only`), the loader must know no libcuda,
-//! `cargo build --locked --offline` in a fresh target directory inside the container (crates
-//! vendored, `--network none`), KILN_KERNEL_CACHE on the volume. The host then checks the built
-//! library: no DT_NEEDED on libcuda, `kiln audit` clean against the consumer's own table; and
-//! kiln-build's summary (kernels.summary.json): the first build, on an emptied volume, compiled
-//! every kernel job; the second, with a fresh target directory and the same volume, compiled
-//! none and relinked none.
+//! `cargo clean -p kiln-consumer-example` then `cargo build --locked --offline` (crates vendored,
+//! `--network none`), KILN_KERNEL_CACHE on one volume, CARGO_TARGET_DIR on a second
+//! ([`TARGET_VOLUME`], never emptied: pyo3, bindgen and the rest are built once per machine). The
+//! clean makes the consumer's build script run again in each build, as a Dockerfile layer that a
+//! source edit invalidated would; the script checks that its kernels.summary.json is newer than
+//! the clean. The host then checks the built library: no DT_NEEDED on libcuda, `kiln audit` clean
+//! against the consumer's own table; and kiln-build's summary: the first build, on an emptied
+//! cache volume, compiled every kernel job; the second, its build script run again on the same
+//! cache volume, compiled none and relinked none.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,6 +31,9 @@ use crate::toolchain::{repo_root, run_checked, Layout};
 
 pub const BUILDER: &str = "kiln-builder:bookworm";
 pub const VOLUME: &str = "kiln-consumer-kernel-cache";
+/// The cargo target directory, a second volume: it outlives the containers (and the checkout),
+/// so the consumer's dependencies are built once per machine.
+pub const TARGET_VOLUME: &str = "kiln-consumer-target";
 const LIBRARY: &str = "libkiln_consumer_example.so";
 
 /// Runs both builds and their checks; `kiln` is the host's release binary (mounted into the
@@ -59,6 +65,9 @@ pub fn run(work: &Path, layout: &Layout, kiln: &Path, keep_volume: bool) -> Resu
             .output();
     }
     docker::checked(&["volume", "create", VOLUME])?;
+    // Never emptied: what it proves nothing about (the dependencies) it keeps; the consumer
+    // crate itself is cleaned in it before each build (build-consumer.sh).
+    docker::checked(&["volume", "create", TARGET_VOLUME])?;
 
     let first = build(work, layout, kiln, &vendor, "first")?;
     let second = build(work, layout, kiln, &vendor, "second")?;
@@ -76,7 +85,7 @@ pub fn run(work: &Path, layout: &Layout, kiln: &Path, keep_volume: bool) -> Resu
             && s2["cached"] == jobs
             && s2["linked"] == 0
             && s2["rust_compiled"] == 0,
-        "the second build (fresh target directory, same cache volume {VOLUME}) must reuse every kernel: {s2}"
+        "the second build (the consumer crate cleaned, its build script run again, same cache volume {VOLUME}) must reuse every kernel: {s2}"
     );
     eprintln!(
         "consumer container: second build reused all {jobs} kernel compile jobs and {} links (0 compiled, 0 linked)",
@@ -85,6 +94,7 @@ pub fn run(work: &Path, layout: &Layout, kiln: &Path, keep_volume: bool) -> Resu
     Ok(json!({
         "builder_image_seconds": builder_seconds,
         "volume": VOLUME,
+        "target_volume": TARGET_VOLUME,
         "first": first,
         "second": second,
     }))
@@ -164,6 +174,8 @@ fn build(work: &Path, layout: &Layout, kiln: &Path, vendor: &Path, name: &str) -
         .arg("-v")
         .arg(format!("{VOLUME}:/cache"))
         .arg("-v")
+        .arg(format!("{TARGET_VOLUME}:/build/target"))
+        .arg("-v")
         .arg(docker::mount(&out, "/out", false)?);
     for (k, v) in layout.vars() {
         if k != "PATH" && k != "PYTHONPATH" {
@@ -185,7 +197,7 @@ fn build(work: &Path, layout: &Layout, kiln: &Path, vendor: &Path, name: &str) -
         cuda_bin.display()
     ))
     .args([BUILDER, "sh", "/kiln/checks/container/build-consumer.sh"]);
-    eprintln!("consumer container: {name} build (docker run {BUILDER}, no driver, no network, cache volume {VOLUME})");
+    eprintln!("consumer container: {name} build (docker run {BUILDER}, no driver, no network, cache volume {VOLUME}, target volume {TARGET_VOLUME})");
     let t = Instant::now();
     let status = cmd
         .stdout(std::io::stderr())
@@ -195,6 +207,10 @@ fn build(work: &Path, layout: &Layout, kiln: &Path, vendor: &Path, name: &str) -
     ensure!(
         status.success(),
         "the {name} container build failed ({status}); its output is above"
+    );
+    ensure!(
+        out.join("build-script-ran").is_file(),
+        "the {name} build did not show that the consumer's build script ran (a kernels.summary.json newer than its cargo clean)"
     );
     let summary: Value = serde_json::from_str(
         &std::fs::read_to_string(out.join("kernels.summary.json"))

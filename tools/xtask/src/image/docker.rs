@@ -70,6 +70,37 @@ pub fn image_label(reference: &str, label: &str) -> Option<String> {
         .filter(|s| !s.is_empty() && s != "<no value>")
 }
 
+/// The diff IDs of an image's layers, bottom first, when the engine has it.
+pub fn image_layers(reference: &str) -> Option<Vec<String>> {
+    let out = docker()
+        .args([
+            "image",
+            "inspect",
+            "--format",
+            "{{range .RootFS.Layers}}{{println .}}{{end}}",
+            reference,
+        ])
+        .output()
+        .ok()?;
+    out.status.success().then(|| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    })
+}
+
+/// The engine's size of an image (bytes, all layers unpacked).
+pub fn image_size(reference: &str) -> Option<u64> {
+    let out = docker()
+        .args(["image", "inspect", "--format", "{{.Size}}", reference])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
 /// `-v HOST:CONTAINER[:ro]` for a host path (made absolute: docker wants absolute paths).
 pub fn mount(host: &Path, container: &str, read_only: bool) -> Result<String> {
     let host = host

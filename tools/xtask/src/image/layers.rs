@@ -76,6 +76,10 @@ pub struct Layer {
     /// What made it (the image's history entry).
     pub created_by: String,
     pub cached: bool,
+    /// The engine has this layer (under the layers below it), so `docker load` needs no bytes
+    /// of it: the archive carries an empty placeholder, and the engine, finding the layer chain,
+    /// never reads it (a missing chain fails the load on its diff ID, never silently).
+    pub in_engine: bool,
 }
 
 impl Layer {
@@ -95,6 +99,7 @@ impl Layer {
             diff_id: format!("sha256:{digest}"),
             created_by,
             cached,
+            in_engine: false,
         })
     }
 }
@@ -167,6 +172,31 @@ pub fn pinned_requirements(
         .collect()
 }
 
+/// Where the wheelhouse lives: `KILN_IMAGE_WHEELHOUSE`, else the machine's cache
+/// (`$XDG_CACHE_HOME/kiln/image-wheelhouse`, `~/.cache/kiln/image-wheelhouse`), so a fresh clone
+/// does not download ~1.1 GB again; `target/image/wheelhouse` only with no home. Not pip's own
+/// HTTP cache: behind this machine's proxy the wheels come without Cache-Control, ETag or
+/// Last-Modified, so pip stores nothing there (`pip cache info`: 0 files). The wheels are pinned
+/// exact releases and checked by name and hash (the runtime key), so one directory serves every
+/// checkout.
+pub fn wheelhouse_dir(work: &Path) -> PathBuf {
+    if let Some(dir) = std::env::var_os("KILN_IMAGE_WHEELHOUSE").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|d| !d.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        });
+    match cache {
+        Some(c) => c.join("kiln/image-wheelhouse"),
+        None => work.join("wheelhouse"),
+    }
+}
+
 /// The wheel files for `requirements` (and pip) in `dir`: taken from `dir` alone when it already
 /// holds them, else downloaded by the host's pip for the base's Python and glibc.
 pub fn wheelhouse(dir: &Path, requirements: &[String], py: &Python) -> Result<Vec<PathBuf>> {
@@ -216,7 +246,12 @@ pub fn wheelhouse(dir: &Path, requirements: &[String], py: &Python) -> Result<Ve
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !offline_ok {
+    if offline_ok {
+        eprintln!(
+            "image: wheelhouse: reused {} (holds every requirement; no download)",
+            dir.display()
+        );
+    } else {
         eprintln!(
             "image: wheelhouse: pip download {} (for CPython {} on glibc {}.{}) into {}",
             reqs.join(" "),
@@ -365,10 +400,29 @@ pub fn runtime_layer(
         "pip install --no-index pip=={PIP} {} (python3 -m pip from the pinned pip's wheel, no network)",
         requirements.join(" ")
     );
+    if let Some(diff_id) = runtime_in_engine(&key, base_diff_id) {
+        eprintln!(
+            "image: runtime layer: reused from the engine ({RUNTIME_TAG} is labelled {RUNTIME_KEY_LABEL}={key}: same base, wheels and requirements); no pip install"
+        );
+        return Ok(Layer {
+            bytes: docker::image_label(RUNTIME_TAG, RUNTIME_BYTES_LABEL)
+                .and_then(|b| b.parse().ok())
+                .unwrap_or(0),
+            tar,
+            diff_id,
+            created_by,
+            cached: true,
+            in_engine: true,
+        });
+    }
     if tar.is_file() && tar.with_extension("tar.sha256").is_file() {
+        eprintln!("image: runtime layer: reused from {}", tar.display());
         return Layer::from_tar(tar, created_by, true);
     }
-    eprintln!("image: runtime layer: {created_by}");
+    eprintln!(
+        "image: runtime layer (key {key}: neither {RUNTIME_TAG} with that label nor {} exists): {created_by}",
+        tar.display()
+    );
     let stage = work.join("stage/runtime");
     let mut reqs = vec![format!("pip=={PIP}")];
     reqs.extend(requirements.iter().cloned());
@@ -379,6 +433,55 @@ pub fn runtime_layer(
     std::fs::rename(&partial, &tar)?;
     std::fs::remove_dir_all(&stage)?;
     Layer::from_tar(tar, created_by, false)
+}
+
+/// The engine's image of the base and the runtime layer, labelled with the runtime key: how a
+/// fresh clone (an empty target/) finds the runtime layer without pip.
+pub const RUNTIME_TAG: &str = "kiln-runtime:bookworm";
+const RUNTIME_KEY_LABEL: &str = "dev.kiln.runtime.key";
+const RUNTIME_BYTES_LABEL: &str = "dev.kiln.runtime.bytes";
+
+/// The runtime layer's diff ID when the engine's [`RUNTIME_TAG`] has `key` on `base_diff_id`.
+fn runtime_in_engine(key: &str, base_diff_id: &str) -> Option<String> {
+    if docker::image_label(RUNTIME_TAG, RUNTIME_KEY_LABEL).as_deref() != Some(key) {
+        return None;
+    }
+    match docker::image_layers(RUNTIME_TAG)?.as_slice() {
+        [base, runtime] if base == base_diff_id => Some(runtime.clone()),
+        _ => None,
+    }
+}
+
+/// Tags base + runtime in the engine as [`RUNTIME_TAG`], labelled with `key`, unless it is
+/// already; called after the image is loaded, so the engine has both layers and the archive
+/// carries only placeholders.
+pub fn label_runtime(work: &Path, key: &str, base: &Layer, runtime: &Layer) -> Result<bool> {
+    if runtime_in_engine(key, &base.diff_id).as_deref() == Some(runtime.diff_id.as_str()) {
+        return Ok(false);
+    }
+    let config = serde_json::json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "created": rfc3339(0),
+        "config": {
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"],
+            "Labels": {
+                RUNTIME_KEY_LABEL: key,
+                RUNTIME_BYTES_LABEL: runtime.bytes.to_string(),
+            },
+        },
+        "rootfs": { "type": "layers", "diff_ids": [&base.diff_id, &runtime.diff_id] },
+        "history": [
+            { "created": rfc3339(0), "created_by": base.created_by },
+            { "created": rfc3339(0), "created_by": runtime.created_by },
+        ],
+    });
+    let mut b = base.clone();
+    let mut r = runtime.clone();
+    b.in_engine = true;
+    r.in_engine = true;
+    load(work, RUNTIME_TAG, &config, &[&b, &r])?;
+    Ok(true)
 }
 
 /// The kiln layer: the ops wheel (pip, `--no-deps`: the runtime layer holds its dependencies)
@@ -509,13 +612,26 @@ pub fn load(
     for layer in layers {
         let d = layer.diff_id.trim_start_matches("sha256:");
         std::fs::create_dir_all(dir.join(d))?;
-        std::os::unix::fs::symlink(layer.tar.canonicalize()?, dir.join(d).join("layer.tar"))?;
+        if layer.in_engine {
+            std::fs::write(dir.join(d).join("layer.tar"), b"")?;
+        } else {
+            std::os::unix::fs::symlink(layer.tar.canonicalize()?, dir.join(d).join("layer.tar"))?;
+        }
         names.push(format!("{d}/layer.tar"));
     }
     let manifest = serde_json::json!([{ "Config": format!("{hex}.json"), "RepoTags": [tag], "Layers": names }]);
     std::fs::write(dir.join("manifest.json"), serde_json::to_vec(&manifest)?)?;
-    let total: u64 = layers.iter().map(|l| l.bytes).sum();
-    eprintln!("image: docker load ({:.0} MiB)", total as f64 / 1048576.0);
+    let total: u64 = layers
+        .iter()
+        .filter(|l| !l.in_engine)
+        .map(|l| l.bytes)
+        .sum();
+    eprintln!(
+        "image: docker load of {tag} ({:.0} MiB; {} of {} layers already in the engine, sent as placeholders)",
+        total as f64 / 1048576.0,
+        layers.iter().filter(|l| l.in_engine).count(),
+        layers.len()
+    );
     let mut tar = Command::new("tar")
         .arg("--create")
         .arg("--dereference")
