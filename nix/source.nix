@@ -20,8 +20,10 @@ let
       # The wheel's build step and the derivation that runs it: crates/kiln/tests/wheel_finalize.rs
       # reads both to prove the Nix route and the xtask route finalize the same wheel.
       (root + "/nix/wheel-build.sh")
-      # kiln-audit's rule test requires every rule id to be documented there.
+      # kiln-audit's rule test requires every rule id to be documented there; the kiln CLI's
+      # test requires the committed schema to be what `kiln audit --json-schema` prints.
       (lib.fileset.maybeMissing (root + "/docs/audit-json-schema.md"))
+      (lib.fileset.maybeMissing (root + "/docs/audit-json-schema.json"))
       (root + "/nix/wheel.nix")
     ])
     (lib.fileset.unions [
