@@ -16,7 +16,9 @@ use super::layers::{sha256_file, tar_dir, TarOwner};
 
 pub const SUITE: &str = "bookworm";
 pub const VARIANT: &str = "minbase";
-pub const MIRROR: &str = "http://deb.debian.org/debian";
+/// Where the packages come from: debootstrap's own default (no mirror argument), named in the
+/// cache key and the summary.
+pub const MIRROR: &str = "debootstrap default mirror";
 /// Debian packages added to minbase: the image's Python.
 pub const INCLUDE: &[&str] = &["python3"];
 /// The tag `docker import` gives the base.
@@ -158,7 +160,6 @@ fn debootstrap(dir: &Path, tar: &Path, packages: &Path, epoch: u64) -> Result<()
         .arg(format!("--include={}", INCLUDE.join(",")))
         .arg(SUITE)
         .arg(&rootfs)
-        .arg(MIRROR)
         .stdout(std::io::stderr())
         .status()
         .context("running debootstrap")?;
